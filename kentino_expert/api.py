@@ -1,0 +1,67 @@
+"""The in-process API: load a rule set once, answer many workloads (what chat bots and the CLI call)."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from .compiler import RuleSet, compile_ruleset
+from .engine import DurableEngine
+from .facts import Workload, read_facts, validate_facts
+from .inference import run_rules
+from .knowledge import Knowledge, load_knowledge
+from .paths import bundled
+from .recommend import evaluate
+from .reference import ReferenceEngine
+
+
+class Expert:
+    """A loaded knowledge catalog + compiled rule set + engine backend."""
+
+    def __init__(self, rules_dir: str | Path | None = None, knowledge_dir: str | Path | None = None,
+                 backend: str = "durable"):
+        self.knowledge: Knowledge = load_knowledge(knowledge_dir or bundled("knowledge"))
+        self.ruleset: RuleSet = compile_ruleset(rules_dir or bundled("rules"), self.knowledge)
+        self.backend_name = backend
+        self.engine = DurableEngine(self.ruleset) if backend == "durable" else ReferenceEngine(self.ruleset)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def recommend(self, facts) -> "Answer":
+        """Answer a mapping of facts or a validated Workload."""
+        workload = facts if isinstance(facts, Workload) else validate_facts(facts)
+        return evaluate(workload, self.knowledge, self.ruleset, self.engine)
+
+    def recommend_text(self, text: str, source: str = "<stdin>"):
+        return self.recommend(read_facts(text, source))
+
+    def firings(self, state: dict):
+        """Rule ids fired on a prepared state (used by the differential tests)."""
+        return run_rules(self.ruleset, state, self.engine)
+
+
+_DEFAULT: Expert | None = None
+_LOCK = threading.Lock()
+
+
+def default_expert() -> Expert:
+    """The process-wide expert over the bundled rules (built on first use)."""
+    global _DEFAULT
+    with _LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = Expert()
+        return _DEFAULT
+
+
+def reset_default_expert() -> None:
+    """Forget the process-wide expert (tests reset global engine state with this)."""
+    global _DEFAULT
+    with _LOCK:
+        if _DEFAULT is not None:
+            _DEFAULT.close()
+        _DEFAULT = None
+
+
+def recommend(facts) -> "Answer":
+    """Recommend a build for a mapping of workload facts, with the bundled rules."""
+    return default_expert().recommend(facts)

@@ -1,0 +1,299 @@
+"""The rule language's expressions: tokenizer, parser and AST (no eval, no Python in rule files)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+COMPARISONS = ("<=", ">=", "==", "!=", "<", ">")
+FUNCTIONS = {"max": (1, None), "min": (1, None), "ceil": (1, 1), "floor": (1, 1), "round": (1, 2)}
+KEYWORDS = {"and", "or", "not", "in", "exists", "true", "false"}
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
+  | (?P<str>'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op><=|>=|==|!=|<|>|\+|-|\*|/|\(|\)|\[|\]|,)
+""", re.VERBOSE)
+
+
+class ExprSyntaxError(Exception):
+    """A malformed expression; `offset` is the 0-based position in the text."""
+
+    def __init__(self, message: str, offset: int):
+        self.message = message
+        self.offset = offset
+        super().__init__(f"{message} (at column {offset + 1})")
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base of every expression node; `pos` is the offset in the source text."""
+
+    pos: int
+
+
+@dataclass(frozen=True)
+class Literal(Node):
+    value: object
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    id: str
+
+
+@dataclass(frozen=True)
+class ListLit(Node):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Arith(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Neg(Node):
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Compare(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class In(Node):
+    left: Node
+    items: tuple  # Literal nodes
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Exists(Node):
+    name: Name
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    operand: Node
+
+
+@dataclass(frozen=True)
+class And(Node):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Or(Node):
+    items: tuple
+
+
+def tokenize(text: str) -> list[tuple[str, str, int]]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if not match:
+            raise ExprSyntaxError(f"unexpected character {text[pos]!r}", pos)
+        kind = match.lastgroup
+        if kind != "ws":
+            tokens.append((kind, match.group(), pos))
+        pos = match.end()
+    tokens.append(("end", "", len(text)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.tokens = tokenize(text)
+        self.index = 0
+
+    def peek(self, offset: int = 0):
+        return self.tokens[min(self.index + offset, len(self.tokens) - 1)]
+
+    def take(self):
+        token = self.tokens[self.index]
+        self.index += 1
+        return token
+
+    def accept(self, value: str):
+        kind, text, _ = self.peek()
+        if text == value and kind in ("op", "name"):
+            return self.take()
+        return None
+
+    def expect(self, value: str):
+        token = self.accept(value)
+        if token is None:
+            kind, text, pos = self.peek()
+            raise ExprSyntaxError(f"expected '{value}' but found {text or 'the end'!r}", pos)
+        return token
+
+    def parse(self) -> Node:
+        node = self.or_expr()
+        kind, text, pos = self.peek()
+        if kind != "end":
+            raise ExprSyntaxError(f"unexpected {text!r}", pos)
+        return node
+
+    def or_expr(self):
+        first = self.and_expr()
+        items = [first]
+        while self.accept("or"):
+            items.append(self.and_expr())
+        return first if len(items) == 1 else Or(first.pos, tuple(items))
+
+    def and_expr(self):
+        first = self.not_expr()
+        items = [first]
+        while self.accept("and"):
+            items.append(self.not_expr())
+        return first if len(items) == 1 else And(first.pos, tuple(items))
+
+    def not_expr(self):
+        token = self.peek()
+        if token[0] == "name" and token[1] == "not" and self.peek(1)[1] != "in":
+            self.take()
+            return Not(token[2], self.not_expr())
+        if token[0] == "name" and token[1] == "exists":
+            self.take()
+            kind, text, pos = self.take()
+            if kind != "name" or text in KEYWORDS:
+                raise ExprSyntaxError("'exists' takes a fact name", pos)
+            return Exists(token[2], Name(pos, text))
+        return self.comparison()
+
+    def comparison(self):
+        left = self.sum_expr()
+        kind, text, pos = self.peek()
+        if kind == "op" and text in COMPARISONS:
+            self.take()
+            return Compare(pos, text, left, self.sum_expr())
+        if text == "in" or (text == "not" and self.peek(1)[1] == "in"):
+            negated = self.take()[1] == "not"
+            if negated:
+                self.take()
+            items = self.list_literal()
+            return In(pos, left, items.items, negated)
+        return left
+
+    def list_literal(self) -> ListLit:
+        start = self.expect("[")[2]
+        items = []
+        if not self.accept("]"):
+            while True:
+                item = self.unary()
+                if not isinstance(item, Literal):
+                    raise ExprSyntaxError("a list holds literal values only", item.pos)
+                items.append(item)
+                if self.accept("]"):
+                    break
+                self.expect(",")
+        return ListLit(start, tuple(items))
+
+    def sum_expr(self):
+        node = self.term()
+        while self.peek()[1] in ("+", "-") and self.peek()[0] == "op":
+            _, op, pos = self.take()
+            node = Arith(pos, op, node, self.term())
+        return node
+
+    def term(self):
+        node = self.unary()
+        while self.peek()[1] in ("*", "/") and self.peek()[0] == "op":
+            _, op, pos = self.take()
+            node = Arith(pos, op, node, self.unary())
+        return node
+
+    def unary(self):
+        if self.peek()[1] == "-" and self.peek()[0] == "op":
+            pos = self.take()[2]
+            operand = self.unary()
+            if isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+                return Literal(pos, -operand.value)
+            return Neg(pos, operand)
+        return self.atom()
+
+    def atom(self):
+        kind, text, pos = self.take()
+        if kind == "num":
+            value = float(text)
+            return Literal(pos, int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value)
+        if kind == "str":
+            return Literal(pos, bytes(text[1:-1], "utf-8").decode("unicode_escape") if "\\" in text else text[1:-1])
+        if kind == "op" and text == "(":
+            node = self.or_expr()
+            self.expect(")")
+            return node
+        if kind == "op" and text == "[":
+            self.index -= 1
+            return self.list_literal()
+        if kind == "name":
+            return self.name_or_call(text, pos)
+        raise ExprSyntaxError(f"unexpected {text or 'end of expression'!r}", pos)
+
+    def name_or_call(self, text: str, pos: int):
+        if text in ("true", "false"):
+            return Literal(pos, text == "true")
+        if text in KEYWORDS:
+            raise ExprSyntaxError(f"'{text}' cannot stand here", pos)
+        if self.peek()[1] == "(" and text in FUNCTIONS:
+            self.take()
+            args = [self.sum_expr()]
+            while self.accept(","):
+                args.append(self.sum_expr())
+            self.expect(")")
+            low, high = FUNCTIONS[text]
+            if len(args) < low or (high is not None and len(args) > high):
+                raise ExprSyntaxError(f"{text}() takes {low}..{high or 'n'} arguments", pos)
+            return Call(pos, text, tuple(args))
+        return Name(pos, text)
+
+
+def parse(text: str) -> Node:
+    """Parse an expression of the rule language; raise ExprSyntaxError with the offset."""
+    if not isinstance(text, str) or not text.strip():
+        raise ExprSyntaxError("empty expression", 0)
+    return _Parser(text).parse()
+
+
+def names_in(node: Node) -> list[Name]:
+    """Every Name the expression mentions, in source order."""
+    found: list[Name] = []
+    _walk(node, found)
+    return found
+
+
+def _walk(node, found):
+    if isinstance(node, Name):
+        found.append(node)
+        return
+    for child in _children(node):
+        _walk(child, found)
+
+
+def _children(node):
+    if isinstance(node, (Arith, Compare)):
+        return (node.left, node.right)
+    if isinstance(node, (Neg, Not)):
+        return (node.operand,)
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, In):
+        return (node.left,)
+    if isinstance(node, Exists):
+        return (node.name,)
+    if isinstance(node, (And, Or)):
+        return node.items
+    return ()

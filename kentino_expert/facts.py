@@ -1,0 +1,150 @@
+"""The input contract: workload facts as chat bots and scenario files send them, validated."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from .errors import InputError
+from .yamlsrc import YamlSourceError, load_yaml
+
+Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
+Precision = Literal["bf16", "fp8", "int4"]
+Latency = Literal["interactive", "production", "offline"]
+Tenancy = Literal["single", "multi"]
+TASKS: tuple[str, ...] = Task.__args__
+INFERENCE_TASKS = ("inference", "batch-inference")
+
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbgtKMBGT]?)\s*$")
+MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
+
+
+def parse_token_count(value):
+    """'15T' -> 1.5e13, '300B' -> 3e11, 5e9 -> 5e9; anything else is a ValueError."""
+    if isinstance(value, bool):
+        raise ValueError("expected a token count such as 300B or 15T")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        match = _COUNT.match(value)
+        if not match:
+            raise ValueError(f"'{value[:40]}' is not a token count such as 300B or 15T")
+        number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+    else:
+        raise ValueError("expected a token count such as 300B or 15T")
+    if not math.isfinite(number) or number <= 0 or number > MAX_TOKENS:
+        raise ValueError(f"must be a positive token count up to {MAX_TOKENS:.0e}")
+    return number
+
+
+TokenCount = Annotated[float, BeforeValidator(parse_token_count)]
+_STRICT = ConfigDict(frozen=True, extra="forbid", str_max_length=200, allow_inf_nan=False)
+
+
+class ProposedBuild(BaseModel):
+    """What the customer intends to buy."""
+
+    model_config = _STRICT
+    nodes: int = Field(ge=1, le=4096)
+    gpus_per_node: int = Field(ge=1, le=16)
+    gpu: str | None = None
+
+
+class Workload(BaseModel):
+    """The facts known about a workload; only `task` is required."""
+
+    model_config = _STRICT
+    task: Task
+    model: str | None = None
+    params_b: float | None = Field(default=None, gt=0, le=100_000)
+    precision: Precision | None = None
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(default=None, ge=1, le=16)
+    concurrency: int | None = Field(default=None, ge=1, le=10_000_000)
+    context_tokens: int | None = Field(default=None, ge=1, le=100_000_000)
+    qps: float | None = Field(default=None, gt=0, le=1e12)
+    tokens_per_s: float | None = Field(default=None, gt=0, le=1e15)
+    latency: Latency | None = None
+    tenancy: Tenancy | None = None
+    training_tokens: TokenCount | None = None
+    corpus_tokens: TokenCount | None = None
+    deadline_days: float | None = Field(default=None, gt=0, le=36_500)
+    proposed_build: ProposedBuild | None = None
+    interconnect: str | None = None
+
+    def known(self) -> dict:
+        """The facts the caller actually gave (no defaults), as plain values."""
+        return self.model_dump(exclude_none=True)
+
+
+def _field_of(error: dict) -> str:
+    parts = [str(p) for p in error["loc"] if not str(p).startswith("function-")]
+    return ".".join(parts) or "facts"
+
+
+def _message_of(error: dict) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown fact"
+    if error["type"] == "missing":
+        return "is required"
+    message = error["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def validate_facts(data) -> Workload:
+    """Validate a mapping of facts; raise InputError naming the first bad field."""
+    if not isinstance(data, dict):
+        kind = "nothing" if data is None else type(data).__name__
+        raise InputError(f"expected a mapping of facts, got {kind}", field="facts")
+    try:
+        return Workload.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        field = _field_of(first)
+        suggestion = None
+        if first["type"] == "extra_forbidden":
+            from .errors import did_you_mean
+            suggestion = did_you_mean(field.split(".")[-1], Workload.model_fields)
+        raise InputError(_message_of(first), field=field, name=field, suggestion=suggestion) from None
+
+
+def read_facts(text: str, source: str = "<stdin>") -> Workload:
+    """Parse YAML or JSON text into validated facts; every failure is an InputError."""
+    if len(text) > 1_000_000:
+        raise InputError("input larger than 1 MB", field="facts")
+    if not text.strip():
+        raise InputError(f"{source}: empty input, expected a mapping of facts", field="facts")
+    if text.lstrip().startswith(("{", "[")):
+        data = _json_facts(text, source)
+    else:
+        try:
+            data = load_yaml(text, source)
+        except YamlSourceError as exc:
+            raise InputError(exc.message, location=exc.location) from None
+    return validate_facts(data)
+
+
+def _reject_constant(token: str):
+    raise ValueError(f"{token} is not a number")
+
+
+def _json_facts(text: str, source: str):
+    def no_duplicates(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate key '{key}'")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise InputError(f"{source}: JSON nests too deeply", field="facts") from None
+    except ValueError as exc:
+        raise InputError(f"{source}: invalid JSON: {exc}", field="facts") from None

@@ -1,0 +1,79 @@
+"""Running a compiled rule set on derived facts: effects of a firing, and the record of what fired."""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+from .evaluate import MISSING, value_of
+from .names import recommendation_key, warning_key
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One rule firing: what it read, what it added, and why, in words."""
+
+    rule: object  # CompiledRule
+    matched: dict
+    added: dict
+    because: str
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, env):
+        super().__init__()
+        self.env = env
+
+    def get_value(self, key, args, kwargs):
+        return self.env.get(key, MISSING)
+
+    def format_field(self, value, format_spec):
+        if value is MISSING:
+            return "?"
+        try:
+            return format(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+def render(template: str, env: dict) -> str:
+    """Fill `{name:spec}` fields from env; unknown values print as '?'."""
+    try:
+        return _Formatter(env).format(template)
+    except (ValueError, IndexError, KeyError):
+        return template
+
+
+def effects_of(rule, state: dict, params: dict) -> dict:
+    """The properties a firing of `rule` adds to `state`."""
+    added = {name: value for name, value in rule.source.then.conclude}
+    if rule.recommend:
+        env = {**params, **state}
+        for key, value in rule.recommend:
+            computed = value_of(value, env) if hasattr(value, "pos") else value
+            if computed is not MISSING:
+                added[recommendation_key(key)] = _whole(computed)
+    if rule.source.then.warn:
+        added[warning_key(rule.source.then.warn[0])] = True
+    return added
+
+
+def _whole(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def run_rules(ruleset, state: dict, backend) -> tuple[list[Firing], dict]:
+    """Forward-chain `ruleset` on `state` with `backend`; return the firings in order and the final state."""
+    params = ruleset.parameter_values
+    firings: list[Firing] = []
+
+    def apply(rule, current):
+        added = effects_of(rule, current, params)
+        env = {**params, **current, **added}
+        matched = {name: current[name] for name in rule.reads if name in current}
+        firings.append(Firing(rule, matched, added, render(rule.source.because, env)))
+        return added
+
+    _, final = backend.run(dict(state), apply)
+    return firings, final

@@ -1,0 +1,61 @@
+"""The namespace rules are checked against: facts, figures, conclusions, recommendation fields, parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .derive import BOOL, FACT_TYPES, FIGURE_SPECS, NUMBER, TEXT
+from .rulefile import KINDS
+
+RECOMMENDATION_TYPES = {
+    "recommended_kind": ("enum", KINDS), "recommended_precision": ("enum", ("bf16", "fp8", "int4")),
+    "recommended_nodes": NUMBER, "recommended_replicas": NUMBER, "recommended_tp": NUMBER,
+    "recommended_pp": NUMBER, "recommended_dp": NUMBER, "recommended_interconnect": TEXT,
+    "recommended_gpu": TEXT, "recommended_gpus_per_node": NUMBER,
+}
+
+
+def warning_key(code: str) -> str:
+    """The state property that records a warning was given."""
+    return "warn__" + code.replace("-", "_")
+
+
+def recommendation_key(field: str) -> str:
+    return "recommended_" + field
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """Every name a condition may use, with its type and where it comes from."""
+
+    types: dict  # name -> type
+    origins: dict  # name -> "fact" | "figure" | "conclusion" | "recommendation" | "parameter"
+
+    def type_of(self, name: str):
+        return self.types.get(name)
+
+    def names(self):
+        return list(self.types)
+
+
+def build_namespace(parameters: dict, conclusions: dict) -> Namespace:
+    """`conclusions` maps each concluded name to the list of literal values rules conclude for it."""
+    types, origins = {}, {}
+    for source, table in (("fact", FACT_TYPES), ("figure", {k: v[0] for k, v in FIGURE_SPECS.items()}),
+                          ("recommendation", RECOMMENDATION_TYPES)):
+        for name, kind in table.items():
+            types[name], origins[name] = kind, source
+    for name, values in conclusions.items():
+        types[name], origins[name] = conclusion_type(values), "conclusion"
+    for name in parameters:
+        types[name], origins[name] = NUMBER, "parameter"
+    return Namespace(types, origins)
+
+
+def conclusion_type(values):
+    if all(isinstance(v, bool) for v in values):
+        return BOOL
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return NUMBER
+    if all(isinstance(v, str) for v in values):
+        return ("enum", tuple(sorted(set(values))))
+    return "mixed"
