@@ -1,0 +1,66 @@
+"""Answers for people (text), machines (json) and audit files (markdown)."""
+from __future__ import annotations
+
+import json
+
+from .answer import Answer
+
+
+def _figure(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def to_json(answer: Answer) -> str:
+    return json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False)
+
+
+def to_text(answer: Answer) -> str:
+    rec = answer.recommendation
+    lines = [f"{rec.kind.upper()}  ({answer.status})", rec.summary, ""]
+    plan = [f"nodes={rec.nodes}", f"gpus/node={rec.gpus_per_node}", f"gpu={rec.gpu}", f"precision={rec.precision}"]
+    if rec.replicas:
+        plan.append(f"replicas={rec.replicas}")
+    par = rec.parallelism
+    plan.append(f"tp={par.tp} pp={par.pp} dp={par.dp}")
+    if rec.interconnect:
+        plan.append(f"interconnect={rec.interconnect}")
+    lines += ["Plan: " + ", ".join(plan), ""]
+    if answer.warnings:
+        lines.append("Warnings:")
+        lines += [f"  ! [{w.code}] {w.message} ({', '.join(w.heuristics)})" for w in answer.warnings]
+        lines.append("")
+    lines.append("Why:")
+    for step in answer.trace:
+        lines.append(f"  {step.step:2d}. {step.rule} [{', '.join(step.heuristics)}] {step.file}:{step.line}")
+        lines.append(f"      {step.because}")
+    if answer.assumptions:
+        lines += ["", "Assumed:"]
+        lines += [f"  - {a.fact} = {a.value}: {a.why}" for a in answer.assumptions]
+    lines += ["", f"Rule set {answer.ruleset.digest[:16]} ({answer.ruleset.engine})"]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(answer: Answer) -> str:
+    rec = answer.recommendation
+    out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
+           "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
+           "|---|---|---|---|---|---|---|---|---|",
+           f"| {rec.nodes} | {rec.gpus_per_node} | {rec.gpu} | {rec.precision} | {rec.replicas or ''} | "
+           f"{rec.parallelism.tp or ''} | {rec.parallelism.pp or ''} | {rec.parallelism.dp or ''} | {rec.interconnect or ''} |", ""]
+    if answer.warnings:
+        out += ["## Warnings", ""] + [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
+    out += ["## Trace", "", "| # | rule | heuristics | where | because |", "|---|---|---|---|---|"]
+    for step in answer.trace:
+        out.append(f"| {step.step} | `{step.rule}` | {', '.join(step.heuristics)} | {step.file}:{step.line} | {step.because} |")
+    out += ["", "## Figures", "", "| figure | value | unit |", "|---|---|---|"]
+    out += [f"| {name} | {_figure(f.value)} | {f.unit} |" for name, f in answer.figures.items()]
+    if answer.assumptions:
+        out += ["", "## Assumptions", ""] + [f"- `{a.fact}` = {a.value}: {a.why}" for a in answer.assumptions]
+    out += ["", "## Rule set", "", f"- digest: `{answer.ruleset.digest}`", f"- engine: {answer.ruleset.engine}"]
+    out += [f"- `{name}`: `{digest[:16]}`" for name, digest in sorted(answer.ruleset.files.items())]
+    return "\n".join(out) + "\n"
+
+
+FORMATS = {"text": to_text, "json": to_json, "markdown": to_markdown}
