@@ -5,7 +5,8 @@ import yaml
 
 from .errors import Location
 
-MAX_NODES = 200_000  # a document that expands past this many nodes is an alias bomb
+MAX_NODES = 200_000
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same nodes and marks  # a document that expands past this many nodes is an alias bomb
 
 
 class LocatedDict(dict):
@@ -74,7 +75,7 @@ class _Builder:
 def load_yaml(text: str, filename: str = "<input>"):
     """Parse one YAML document into located dicts/lists; raise YamlSourceError with line:col."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _loc(filename, mark) if mark else Location(filename)
