@@ -86,8 +86,8 @@ def rules_check(rules_dir, knowledge_dir, strict, fmt):
         click.echo(json.dumps([d.as_dict() for d in report.diagnostics], indent=2))
     else:
         for diagnostic in report.diagnostics:
-            click.echo(str(diagnostic), err=diagnostic.severity == "error")
-        click.echo(report.summary(), err=not report.ok(strict))
+            click.echo(str(diagnostic))
+        click.echo(report.summary())
     if not report.ok(strict):
         sys.exit(2)
 
@@ -100,6 +100,116 @@ def rules_list(rules_dir, knowledge_dir):
     expert = _expert(rules_dir, knowledge_dir)
     for rule in expert.ruleset.rules:
         click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {rule.location}")
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+
+    def report(done: int, total: int):
+        if done == total or done % 500 == 0:
+            click.echo(f"\r{done}/{total}", err=True, nl=done == total)
+    return report
+
+
+@main.command("test")
+@click.argument("paths", nargs=-1, type=click.Path())
+@rules_option
+@knowledge_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--min-coverage", type=click.FloatRange(0, 100), default=None, help="Fail below this rule coverage (%).")
+@click.option("--coverage/--no-coverage", "show_coverage", default=True, help="Print rule coverage.")
+def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_coverage):
+    """Run scenario files (default: tests/scenarios) like `opa test`; exit 1 on any failure."""
+    from .scenarios import failure_lines, load_scenarios, run_all
+    expert = _expert(rules_dir, knowledge_dir)
+    try:
+        scenarios = load_scenarios(paths or ["tests/scenarios"])
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    outcomes, coverage = run_all(expert, scenarios, _progress(len(scenarios) >= 1000 and fmt == "text"))
+    failed = [o for o in outcomes if not o.passed]
+    below = min_coverage is not None and coverage.percent < min_coverage
+    if fmt == "json":
+        click.echo(json.dumps({
+            "passed": len(outcomes) - len(failed), "failed": len(failed),
+            "failures": [{"scenario": o.scenario.name, "location": str(o.scenario.location), "error": o.error,
+                          "failures": [{"what": w, "expected": e, "actual": a} for w, e, a in o.failures],
+                          "decided_by": o.deciders} for o in failed],
+            "coverage": {"percent": coverage.percent, "counts": coverage.counts, "never_fired": coverage.never_fired},
+        }, indent=2, default=str))
+    else:
+        for outcome in failed:
+            for line in failure_lines(outcome):
+                click.echo(line)
+        if show_coverage:
+            click.echo(f"rule coverage: {coverage.percent:.1f}% ({len(coverage.counts) - len(coverage.never_fired)}"
+                       f"/{len(coverage.counts)} rules fired)")
+            for rule in coverage.never_fired:
+                click.echo(f"  never fired: {rule}")
+        if below:
+            click.echo(f"coverage {coverage.percent:.1f}% is below --min-coverage {min_coverage:g}%")
+        click.echo(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    if failed or below:
+        sys.exit(1)
+
+
+@rules_group.command("diff")
+@click.option("--base", required=True, help="The old rules: a directory or a git revision.")
+@rules_option
+@knowledge_option
+@click.argument("scenarios", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
+    """Show which answers change between the --base rules and the new ones; exit 1 if any."""
+    from pathlib import Path
+
+    from .paths import bundled
+    from .ruleset_diff import checkout_rules, diff, grid_scenarios, to_markdown
+    from .scenarios import load_scenarios
+    new_dir = Path(rules_dir) if rules_dir else bundled("rules")
+    try:
+        base_dir = checkout_rules(base, new_dir)
+        workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    old_expert, new_expert = _expert(base_dir, knowledge_dir), _expert(new_dir, knowledge_dir)
+    changes = diff(old_expert, new_expert, workloads, _progress(len(workloads) >= 1000 and fmt == "text"))
+    if fmt == "json":
+        click.echo(json.dumps({"total": len(workloads), "changed": [c.as_dict() for c in changes],
+                               "base_digest": old_expert.ruleset.digest, "new_digest": new_expert.ruleset.digest}, indent=2))
+    elif fmt == "markdown":
+        click.echo(to_markdown(changes, len(workloads), old_expert.ruleset.digest, new_expert.ruleset.digest), nl=False)
+    else:
+        for change in changes:
+            row = change.as_dict()
+            click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  (rules: {', '.join(row['rules_changed']) or '-'})")
+        click.echo(f"{len(changes)} of {len(workloads)} answers changed")
+    sys.exit(1 if changes else 0)
+
+
+@rules_group.command("docs")
+@click.argument("outdir", type=click.Path())
+@rules_option
+@knowledge_option
+def rules_docs(outdir, rules_dir, knowledge_dir):
+    """Write one Markdown page per rule and an index to OUTDIR."""
+    from .docs import write_docs
+    written = write_docs(_expert(rules_dir, knowledge_dir), outdir)
+    click.echo(f"wrote {len(written)} pages to {outdir}")
+
+
+@main.command("schema")
+@click.argument("which", type=click.Choice(["rules", "facts"]))
+@rules_option
+@knowledge_option
+def schema_command(which, rules_dir, knowledge_dir):
+    """Print the JSON Schema of rule files or of the input facts."""
+    from .schemas import facts_schema, rules_schema
+    if which == "rules":
+        click.echo(json.dumps(rules_schema(), indent=2))
+    else:
+        click.echo(json.dumps(facts_schema(_expert(rules_dir, knowledge_dir).ruleset), indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,6 +2,7 @@
 
 A comparison that involves a missing value is false (so is `x != 3` when x is unknown);
 `not` inverts the truth of what it wraps; a bare name is true only when its value is `true`.
+In values, max() and min() take the known arguments; other arithmetic on a missing value is missing.
 """
 from __future__ import annotations
 
@@ -42,11 +43,14 @@ def value_of(node: ast.Node, env: dict):
         return _ARITH[node.op](left, right)
     if isinstance(node, ast.Call):
         args = [value_of(arg, env) for arg in node.args]
+        if node.func in ("max", "min"):  # of the known values; missing only when none is known
+            args = [arg for arg in args if arg is not MISSING]
+            return _CALLS[node.func](args) if args else MISSING
         if any(arg is MISSING for arg in args):
             return MISSING
         if node.func == "round" and len(args) == 2:
             return round(args[0], int(args[1]))
-        return _CALLS[node.func](*args) if node.func in ("max", "min") else _CALLS[node.func](args[0])
+        return _CALLS[node.func](args[0])
     return truth_of(node, env)
 
 

@@ -337,10 +337,18 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
         priority=priority, when=_read_when(rule_map, display, sink, rule_id),
         then=_read_effects(rule_map, display, sink, rule_id),
         because=_string(rule_map, "because", display, sink, rule_id),
-        example=dict(example) if example else None, location=where,
+        example=_plain(example) if example else None, location=where,
         locations={key: location_of(rule_map, key, display) for key in rule_map},
     )
     return rule if rule_id else None
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def read_rules(data, display: str, sink: DiagnosticSink) -> list[Rule]:

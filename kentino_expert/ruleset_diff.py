@@ -1,0 +1,114 @@
+"""Impact of a rule change: evaluate the same workloads under two rule sets and list what changed."""
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, KentinoError
+from .scenarios import Scenario
+
+GRID_MODELS = ("llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")
+GRID_CARDS = ("rtx-pro-6000", "rtx-5090", "l40", "l4")
+GRID_CONCURRENCY = (8, 64, 256)
+GRID_TASKS = ("inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One workload whose answer differs between the base and the new rule set."""
+
+    name: str
+    old: tuple | str
+    new: tuple | str
+    rules_changed: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"scenario": self.name, "old": _show(self.old), "new": _show(self.new),
+                "rules_changed": list(self.rules_changed)}
+
+
+def _show(answer) -> str:
+    if isinstance(answer, str):
+        return answer
+    kind, nodes, precision = answer
+    return f"{kind}/{nodes}/{precision}"
+
+
+def grid_scenarios() -> list[Scenario]:
+    """Tasks x model sizes x concurrency x cards: the default workload set of `rules diff`."""
+    from .errors import Location
+    out = []
+    for task in GRID_TASKS:
+        for model in GRID_MODELS:
+            for card in GRID_CARDS:
+                levels = GRID_CONCURRENCY if task in ("inference", "batch-inference") else (None,)
+                for concurrency in levels:
+                    facts = {"task": task, "model": model, "gpu": card}
+                    if concurrency:
+                        facts["concurrency"] = concurrency
+                    name = " ".join(str(v) for v in facts.values())
+                    out.append(Scenario(name, facts, {}, Location("<grid>")))
+    return out
+
+
+def checkout_rules(base: str, rules_dir: Path) -> Path:
+    """A directory holding the base rules: `base` itself, or rules/ at a git revision."""
+    if Path(base).is_dir():
+        return Path(base)
+    repo = _git(["rev-parse", "--show-toplevel"], rules_dir).strip()
+    relative = rules_dir.resolve().relative_to(Path(repo).resolve())
+    archive = _git_bytes(["archive", "--format=tar", base, str(relative)], Path(repo))
+    target = Path(tempfile.mkdtemp(prefix="kentino-base-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / relative
+
+
+def _git_bytes(args, cwd: Path) -> bytes:
+    try:
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        raise InputError(f"--base is neither a directory nor a git revision here: "
+                         f"{detail.decode(errors='replace').strip() or exc}", field="base") from None
+    return result.stdout
+
+
+def _git(args, cwd: Path) -> str:
+    return _git_bytes(args, cwd).decode()
+
+
+def _answer(expert, facts):
+    try:
+        answer = expert.recommend(facts)
+    except KentinoError as exc:
+        return f"error: {exc}", ()
+    rec = answer.recommendation
+    return (rec.kind, rec.nodes, rec.precision), tuple(step.rule for step in answer.trace)
+
+
+def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
+    """Every scenario whose kind, nodes or precision differ, with the rules whose firing changed."""
+    changes = []
+    for index, scenario in enumerate(scenarios):
+        old, old_rules = _answer(old_expert, scenario.facts)
+        new, new_rules = _answer(new_expert, scenario.facts)
+        if old != new:
+            changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
+            changes.append(Change(scenario.name, old, new, changed))
+        if progress:
+            progress(index + 1, len(scenarios))
+    return changes
+
+
+def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
+    lines = [f"### Rule change impact: {len(changes)} of {total} answers changed", "",
+             f"base `{old_digest[:16]}` -> new `{new_digest[:16]}`", ""]
+    if changes:
+        lines += ["| scenario | old | new | rules whose firing changed |", "|---|---|---|---|"]
+        lines += [f"| {c.name} | {_show(c.old)} | {_show(c.new)} | {', '.join(c.rules_changed)} |" for c in changes]
+    return "\n".join(lines) + "\n"
