@@ -177,6 +177,7 @@ def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Param
     if not isinstance(section, dict):
         sink.error(Location(display, 1, 1), "E004", "expected a top-level 'parameters:' mapping")
         return out
+    check_keys(data, ("parameters",), display, sink, "the parameters file")
     for name, body in section.items():
         where = section.key_locations.get(name, Location(display))
         if not isinstance(body, dict):
@@ -198,6 +199,7 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
     if not isinstance(section, dict):
         sink.error(Location(display, 1, 1), "E004", "expected a top-level 'facts:' mapping")
         return out
+    check_keys(data, ("facts",), display, sink, "the facts file")
     for name, body in section.items():
         where = section.key_locations.get(name, Location(display))
         if not isinstance(body, dict):
@@ -333,7 +335,7 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
         example = None
     rule = Rule(
         id=rule_id or "?", heuristics=_id_list(rule_map, "heuristics", display, sink, rule_id),
-        description=_string(rule_map, "description", display, sink, rule_id),
+        description=_string(rule_map, "description", display, sink, rule_id, required=False),
         priority=priority, when=_read_when(rule_map, display, sink, rule_id),
         then=_read_effects(rule_map, display, sink, rule_id),
         because=_string(rule_map, "because", display, sink, rule_id),

@@ -1,0 +1,281 @@
+"""The product manager's loop: check, scenario tests with coverage, diff, rule pages, schemas, YAML-only policy."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kentino_expert.api import Expert
+from kentino_expert.checking import check_directory
+from kentino_expert.cli import main
+from kentino_expert.docs import write_docs
+from kentino_expert.schemas import facts_schema, rules_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "rules"
+SCENARIOS = ROOT / "tests" / "scenarios"
+
+
+@pytest.fixture
+def rules_copy(tmp_path) -> Path:
+    target = tmp_path / "rules"
+    shutil.copytree(RULES, target)
+    return target
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, count))
+
+
+class TestRulesCheck:
+    """`rules check` reports every problem at once, located to the column."""
+
+    def test_bundled_rules_are_clean(self):
+        """The shipped rule set has no errors and no warnings."""
+        report = check_directory()
+        assert report.diagnostics == ()
+
+    def test_every_problem_is_reported(self, rules_copy):
+        """Five different mistakes in two files give five located diagnostics, not just the first."""
+        _edit(rules_copy / "fit.yaml", "weights_fraction_fp8 <= weights_fraction_max", "weights_fractoin_fp8 <= weights_fraction_max")
+        _edit(rules_copy / "fit.yaml", "heuristics: [H-CLIFF-405B]", "heuristics: [H-CLIF-405B]")
+        _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    wen: gpu_nvlink == false")
+        _edit(rules_copy / "advice.yaml", "- id: tight-headroom", "- id: operations-tax")
+        _edit(rules_copy / "flow.yaml", "task == 'qlora'", "task == 'qlor'")
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert result.exit_code == 2
+        out = result.output
+        line = next(i for i, row in enumerate((rules_copy / "fit.yaml").read_text().splitlines(), 1) if "weights_fractoin_fp8" in row)
+        assert re.search(rf"fit\.yaml:{line}:9: E102: unknown name 'weights_fractoin_fp8' \(did you mean 'weights_fraction_fp8'\?\)", out)
+        assert "E104: unknown heuristic 'H-CLIF-405B' (did you mean 'H-CLIFF-405B'?)" in out
+        assert "E002: unknown key 'wen' in a rule (did you mean 'when'?)" in out
+        assert "E105: rule id 'operations-tax' is already used" in out
+        assert "E103: 'qlor' is not one of" in out and "(did you mean 'qlora'?)" in out
+
+    def test_contradiction_unused_parameter_and_shadowing_are_warnings(self, rules_copy):
+        """Dead rules, unused parameters and shadowed rules warn; --strict turns them into a failure."""
+        _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    when: [gpu_nvlink == false, params_b > 5, params_b < 3]")
+        with (rules_copy / "parameters.yaml").open("a") as handle:
+            handle.write("  forgotten_threshold:\n    value: 3\n")
+        _edit(rules_copy / "flow.yaml", "      - task == 'batch-inference'\n      - fits_fp8\n",
+              "      - task == 'batch-inference'\n      - fits_fp8\n      - tenancy == 'multi'\n")
+        (rules_copy / "flow.yaml").write_text((rules_copy / "flow.yaml").read_text().replace(
+            "  - id: batch-runs-on-one-node", "  - id: batch-runs-on-one-node-shadowed"))
+        (rules_copy / "zz-shadow.yaml").write_text(
+            "rules:\n  - id: generic-batch\n    heuristics: [H-NS-BATCH]\n    priority: 1\n"
+            "    when: task == 'batch-inference'\n    then:\n      recommend: {kind: single-node, nodes: 1}\n    because: x\n")
+        report = check_directory(rules_copy)
+        codes = {d.code for d in report.diagnostics}
+        assert {"W301", "W303", "W302"} <= codes
+        assert not report.errors
+        assert cli("rules", "check", "--rules", rules_copy).exit_code == 0
+        assert cli("rules", "check", "--rules", rules_copy, "--strict").exit_code == 2
+
+    def test_unencoded_heuristic_warns(self, rules_copy):
+        """Deleting the only rule citing a heuristic reports that heuristic as not encoded."""
+        data = yaml.safe_load((rules_copy / "advice.yaml").read_text())
+        data["rules"] = [r for r in data["rules"] if "H-CLIFF-LATENCY" not in r["heuristics"]]
+        (rules_copy / "advice.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        report = check_directory(rules_copy)
+        assert any(d.code == "W304" and "H-CLIFF-LATENCY" in d.message for d in report.diagnostics)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=st.data())
+    def test_corruptions_never_crash(self, tmp_path_factory, data):
+        """Deleted lines, swapped values, wrong types and random keys give diagnostics, never a traceback."""
+        target = tmp_path_factory.mktemp("corrupt") / "rules"
+        shutil.copytree(RULES, target)
+        path = target / data.draw(st.sampled_from(sorted(p.name for p in RULES.glob("*.yaml"))))
+        lines = path.read_text().splitlines()
+        kind = data.draw(st.sampled_from(["delete", "swap", "type", "key", "garbage"]))
+        index = data.draw(st.integers(0, len(lines) - 1))
+        guaranteed = False
+        if kind == "delete":
+            del lines[index]
+        elif kind == "swap":
+            other = data.draw(st.integers(0, len(lines) - 1))
+            lines[index], lines[other] = lines[other], lines[index]
+        elif kind == "type":
+            row = lines[index]
+            if ": " in row and not row.strip().startswith("#"):
+                lines[index] = row.split(": ", 1)[0] + ": [1, [2, {x: 3}]]"
+        elif kind == "key":
+            lines.insert(2, "zz_" + data.draw(st.text("abcdefgh", min_size=1, max_size=8)) + ": 1")
+            guaranteed = True
+        else:
+            lines.insert(index, data.draw(st.text(min_size=1, max_size=30)))
+        path.write_text("\n".join(lines) + "\n")
+        report = check_directory(target)  # must not raise
+        if guaranteed:
+            assert report.errors
+
+
+class TestScenarioRunner:
+    """`kentino-expert test` runs scenario files like `opa test`."""
+
+    def test_project_suite_passes_with_full_coverage(self):
+        """Every project scenario passes and every rule fires at least once."""
+        result = cli("test", SCENARIOS, "--min-coverage", "100")
+        assert result.exit_code == 0, result.output
+        assert "rule coverage: 100.0%" in result.output
+        assert re.search(r"^\d+ passed, 0 failed$", result.output, re.M)
+
+    def test_failure_names_expected_actual_and_decider(self, tmp_path):
+        """A failing expectation prints expected vs actual and the rule that decided."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: wrong on purpose\n  facts: {task: lora, model: llama-3.1-70b}\n"
+                        "  expect: {kind: frontier, warnings: [operations-tax]}\n")
+        result = cli("test", path, "--no-coverage")
+        assert result.exit_code == 1
+        assert "kind: expected frontier, got single-node (decided by lora-fits-one-node (rules/flow.yaml:" in result.output
+        assert "warnings: expected ['operations-tax']" in result.output
+        assert result.output.strip().endswith("0 passed, 1 failed")
+
+    def test_json_and_min_coverage(self, tmp_path):
+        """--format json reports counts and coverage; --min-coverage fails a narrow suite."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: one\n  facts: {task: lora, model: llama-3.1-8b}\n  expect: {kind: single-node}\n")
+        result = cli("test", path, "--format", "json")
+        report = json.loads(result.output)
+        assert report["passed"] == 1 and report["failed"] == 0
+        assert "operations-tax" in report["coverage"]["never_fired"]
+        assert cli("test", path, "--min-coverage", "90").exit_code == 1
+
+    def test_bad_scenario_file_is_a_clean_error(self, tmp_path):
+        """An unknown expectation key is refused with its location and a suggestion."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: x\n  facts: {task: lora}\n  expect: {knid: single-node}\n")
+        result = cli("test", path)
+        assert result.exit_code == 2
+        assert "unknown expectation 'knid'" in result.output and "did you mean 'kind'" in result.output
+
+
+class TestDiff:
+    """`rules diff` shows what a rule change does to the answers."""
+
+    def test_unchanged_rules_exit_zero(self):
+        """Diffing the rules against themselves changes nothing."""
+        result = cli("rules", "diff", "--base", RULES, SCENARIOS / "reference.yaml")
+        assert result.exit_code == 0 and "0 of 15 answers changed" in result.output
+
+    def test_threshold_change_is_reported(self, rules_copy):
+        """Lowering the cliff to 60B moves 70B batch work to INT4, with the rules whose firing changed."""
+        _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        assert result.exit_code == 1
+        report = json.loads(result.output)
+        row = next(c for c in report["changed"] if c["scenario"] == "batch-inference llama-3.1-70b rtx-pro-6000 8")
+        assert row["old"] == "single-node/1/fp8" and row["new"] == "single-node-int4/1/int4"
+        assert "at-or-beyond-the-405b-cliff" in row["rules_changed"]
+        assert report["base_digest"] != report["new_digest"]
+
+    def test_markdown_for_review(self, rules_copy):
+        """--format markdown gives a table a review comment can hold."""
+        _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "markdown")
+        assert result.output.startswith("### Rule change impact:") and "| scenario | old | new |" in result.output
+
+    def test_unknown_base_is_a_clean_error(self):
+        """A base that is neither a directory nor a git revision exits 2."""
+        result = cli("rules", "diff", "--base", "no-such-rev-or-dir")
+        assert result.exit_code == 2 and "--base" in result.output
+
+
+class TestRulePages:
+    """Rule pages are generated from the rule files and kept in the repo."""
+
+    def test_docs_are_current(self, tmp_path):
+        """docs/rules/ equals a fresh generation (run `kentino-expert rules docs docs/rules` after editing rules)."""
+        write_docs(Expert(), tmp_path)
+        fresh = {p.name: p.read_text() for p in tmp_path.glob("*.md")}
+        stored = {p.name: p.read_text() for p in (ROOT / "docs" / "rules").glob("*.md")}
+        assert fresh == stored
+
+    def test_page_content(self, tmp_path):
+        """A page names the heuristic's words, its conditions in plain language, parameters and an example that fires."""
+        write_docs(Expert(), tmp_path)
+        page = (tmp_path / "fp8-weights-leave-headroom.md").read_text()
+        assert "weights should take 60-70% of VRAM" in page
+        assert "weights_fraction_fp8 is at most weights_fraction_max" in page
+        assert "parameter = 0.7" in page and "this rule fires on it" in page
+        assert "rules/fit.yaml:" in page
+
+
+class TestSchemas:
+    """Editors get JSON Schemas for rule files and facts."""
+
+    def test_stored_schemas_are_current(self):
+        """docs/schema/*.json equal what `kentino-expert schema` prints."""
+        assert json.loads((ROOT / "docs/schema/rules.schema.json").read_text()) == rules_schema()
+        assert json.loads((ROOT / "docs/schema/facts.schema.json").read_text()) == facts_schema(Expert().ruleset)
+
+    def test_rule_files_validate_and_carry_the_schema_comment(self):
+        """Every rule file starts with the yaml-language-server comment and validates against the schema."""
+        jsonschema = pytest.importorskip("jsonschema")
+        for path in RULES.glob("*.yaml"):
+            text = path.read_text()
+            assert text.startswith("# yaml-language-server: $schema=../docs/schema/rules.schema.json"), path.name
+            jsonschema.validate(yaml.safe_load(text), rules_schema())
+
+    def test_facts_schema_has_questions(self):
+        """The facts schema carries each fact's question for chat bots."""
+        schema = facts_schema(Expert().ruleset)
+        assert "x-ask" in schema["properties"]["concurrency"]
+        assert schema["required"] == ["task"]
+
+
+class TestPolicyLivesInYaml:
+    """Policy changes need no Python: thresholds, deletions and new rules in YAML only."""
+
+    def test_threshold_moves_answers(self, rules_copy):
+        """Raising the hyperscale line above the asked QPS turns a hyperscale answer into plain replicas."""
+        facts = {"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 150000}
+        before = Expert(rules_copy).recommend(facts)
+        _edit(rules_copy / "parameters.yaml", "    value: 100000\n", "    value: 1000000\n")
+        after = Expert(rules_copy).recommend(facts)
+        assert "hyperscale-multi-tenant" in [s.rule for s in before.trace]
+        assert "hyperscale-multi-tenant" not in [s.rule for s in after.trace]
+        assert "throughput-bound-replicas" in [s.rule for s in after.trace]
+
+    def test_headroom_threshold_moves_fit(self, rules_copy):
+        """With weights allowed only 5% of VRAM, 70B no longer fits at FP8 and goes to INT4."""
+        facts = {"task": "inference", "model": "llama-3.1-70b"}
+        _edit(rules_copy / "parameters.yaml", "    value: 0.70\n", "    value: 0.06\n")
+        answer = Expert(rules_copy).recommend(facts)
+        assert answer.recommendation.kind == "single-node-int4"
+
+    def test_deleted_rule_leaves_the_trace(self, rules_copy):
+        """Without the lab-trap rule, H-LAB-TRAP disappears from the trace of the lab scenario."""
+        facts = {"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 2, "gpus_per_node": 4}}
+        assert "H-LAB-TRAP" in {h for s in Expert(rules_copy).recommend(facts).trace for h in s.heuristics}
+        data = yaml.safe_load((rules_copy / "advice.yaml").read_text())
+        data["rules"] = [r for r in data["rules"] if r["id"] != "research-lab-trap"]
+        (rules_copy / "advice.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        answer = Expert(rules_copy).recommend(facts)
+        assert "H-LAB-TRAP" not in {h for s in answer.trace for h in s.heuristics}
+
+    def test_new_rule_in_yaml_fires(self, rules_copy):
+        """A new warning for L4 training, written only in YAML, fires with its rendered message."""
+        (rules_copy / "l4.yaml").write_text(
+            "rules:\n  - id: l4-is-for-inference\n    heuristics: [H-FIT-CAPACITY]\n    priority: 600\n"
+            "    when:\n      - gpu == 'l4'\n      - task in ['lora', 'qlora', 'full-finetune', 'pretraining']\n"
+            "    then:\n      warn: {code: l4-training, message: \"L4 nodes hold {node_vram_gb:.0f} GB: train elsewhere.\"}\n"
+            "    because: \"{gpu} is an inference card.\"\n")
+        answer = Expert(rules_copy).recommend({"task": "lora", "model": "llama-3.1-8b", "gpu": "l4"})
+        warning = next(w for w in answer.warnings if w.code == "l4-training")
+        assert warning.message == "L4 nodes hold 192 GB: train elsewhere."
+        assert answer.trace[-1].because == "l4 is an inference card." or any(
+            s.because == "l4 is an inference card." for s in answer.trace)
