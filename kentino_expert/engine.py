@@ -216,6 +216,9 @@ class _Chunk:
 
 
 def _rule_of(message: str) -> str:
+    """The rule name of an action message `{"<rule>": {...}}` (rule ids are kebab-case: no escapes)."""
+    if message.startswith('{"'):
+        return message[2:message.index('"', 2)]
     return next(iter(json.loads(message)))
 
 
@@ -248,15 +251,16 @@ class DurableEngine:
         with self._lock:
             sid = str(next(self._sessions))
             try:
-                fragments = {key: _fragment(key, value) for key, value in state.items()}
-                self._open(sid, fragments)
-                return self._chain(sid, state, fragments, apply, max_steps)
+                body = [",".join(_fragment(key, value) for key, value in state.items()
+                                 if key not in ("t", "id", "sid"))]
+                self._open(sid, body)
+                return self._chain(sid, state, body, apply, max_steps)
             except _dre.error as exc:
                 raise EngineError(f"durable-rules failed while evaluating: {exc}") from None
             finally:
                 self._close_session(sid)
 
-    def _open(self, sid: str, fragments: dict) -> None:
+    def _open(self, sid: str, body: list) -> None:
         for chunk in self._chunks:
             result = _dre.assert_fact(chunk.handle, encode({"t": BOOT, "sid": sid}))
             chunk.state_handle = result[1]
@@ -266,11 +270,12 @@ class DurableEngine:
             chunk.pending = True
             self._complete(chunk)  # nothing else is asserted yet, so nothing starts
             chunk.facts = {}
-            self._assert_state(chunk, sid, fragments, 0)
+            self._assert_state(chunk, sid, body, 0)
 
-    def _assert_state(self, chunk: _Chunk, sid: str, fragments: dict, step: int) -> None:
-        # Encoding dominates the cost of a step: the state's fragments are encoded once and reused.
-        body = ",".join(value for key, value in fragments.items() if key not in ("t", "id", "sid"))
+    def _assert_state(self, chunk: _Chunk, sid: str, body_holder: list, step: int) -> None:
+        # Encoding dominated a step: the state is encoded once, and a firing appends only what it adds
+        # (state properties are write-once, so appending never duplicates a key).
+        body = body_holder[0]
         for group in chunk.groups:
             old = chunk.facts.get(group)
             if old is not None:
@@ -304,7 +309,7 @@ class DurableEngine:
                 return chunk, rule_id
         return None, None
 
-    def _chain(self, sid, state, fragments, apply, max_steps):
+    def _chain(self, sid, state, body, apply, max_steps):
         fired = []
         for step in range(1, max_steps + 1):
             chunk, rule_id = self._next_firing()
@@ -313,11 +318,14 @@ class DurableEngine:
             if rule_id == BOOT:
                 raise EngineError("boot rule fired twice in one session")
             added = apply(self.ruleset.rule(rule_id), state)
+            if state.keys() & added.keys():
+                raise EngineError(f"rule '{rule_id}' re-wrote {sorted(state.keys() & added.keys())}: properties are write-once")
+            new = ",".join(_fragment(key, value) for key, value in added.items())
+            body[0] = f"{body[0]},{new}" if body[0] and new else (body[0] or new)
             state = {**state, **added}
-            fragments.update((key, _fragment(key, value)) for key, value in added.items())
             fired.append(rule_id)
             for each in self._chunks:
-                self._assert_state(each, sid, fragments, step)
+                self._assert_state(each, sid, body, step)
         raise EngineError(f"no quiescence after {max_steps} firings")
 
     def _close_session(self, sid: str) -> None:
