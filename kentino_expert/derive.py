@@ -137,9 +137,14 @@ def resolve_catalog(facts: dict, knowledge: Knowledge):
     if gpu:
         facts["gpu"] = gpu.id
     if "proposed_gpu" in facts:
-        facts["proposed_gpu"] = knowledge.gpu(facts["proposed_gpu"]).id
+        facts["proposed_gpu"] = knowledge.gpu(facts["proposed_gpu"], "proposed_build.gpu").id
     link = knowledge.link(facts["interconnect"]) if "interconnect" in facts else None
     if link:
+        if link.scope != "inter-node":
+            from .errors import CatalogError
+            between = sorted(l.id for l in knowledge.links.values() if l.scope == "inter-node")
+            raise CatalogError(f"'{link.id}' links GPUs inside a node; between nodes use one of {', '.join(between)}",
+                               field="interconnect", name=link.id)
         facts["interconnect"] = link.id
     return model, gpu, link, assumed
 

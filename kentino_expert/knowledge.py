@@ -101,8 +101,8 @@ class Knowledge(BaseModel):
     def model(self, name: str) -> ModelSpec:
         return _lookup(self.models, name, "model")
 
-    def gpu(self, name: str) -> GpuSpec:
-        return _lookup(self.gpus, name, "gpu")
+    def gpu(self, name: str, field: str = "gpu") -> GpuSpec:
+        return _lookup(self.gpus, name, field)
 
     def link(self, name: str, field: str = "interconnect") -> LinkSpec:
         return _lookup(self.links, name, field)
@@ -125,7 +125,8 @@ def _lookup(table: dict, name: str, field: str):
         if key in spec.aliases:
             return spec
     names = list(table) + [a for spec in table.values() for a in spec.aliases]
-    raise CatalogError(f"unknown {field} '{name}'", field=field, name=str(name),
+    what = field.rsplit(".", 1)[-1]
+    raise CatalogError(f"unknown {what} '{name}'", field=field, name=str(name),
                        suggestion=did_you_mean(key, names))
 
 
