@@ -1,16 +1,21 @@
-"""Benchmark: in-process recommendation split into stages, against baselines measured in the same run.
+"""Benchmark: medians, p99s and ratios to baselines measured in the same run.
 
-Run `python -m kentino_expert.bench [--runs N] [--json FILE]`. Prints medians and p99s in
-microseconds and ratios to the sizing-only and reference-evaluator baselines.
+`python -m kentino_expert.bench [--quick] [--json FILE]` prints one table per section:
+in-process stages, throughput per core and per process, rule-set load and evaluation as the rule
+count grows, scenario corpora (`test`, `rules diff`), memory over many evaluations, and HTTP when
+the service extra is installed.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import resource
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from .api import Expert
 from .derive import derive
@@ -27,58 +32,138 @@ WORKLOADS = [
 ]
 
 
-def _timed(fn, runs: int) -> dict:
+def timed(fn, runs: int) -> dict:
     samples = []
     for index in range(runs):
         start = time.perf_counter_ns()
         fn(index)
         samples.append((time.perf_counter_ns() - start) / 1000)
     samples.sort()
-    return {"median_us": statistics.median(samples), "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))]}
+    return {"median_us": statistics.median(samples), "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+            "runs": runs}
 
 
-def in_process(runs: int) -> dict:
+def stages(runs: int) -> dict:
     durable, reference = Expert(), Expert(backend="reference")
     workloads = [validate_facts(w) for w in WORKLOADS]
     states = [derive(w, durable.knowledge, durable.ruleset).state() for w in workloads]
     pick = lambda i: workloads[i % len(workloads)]
-    out = {
-        "validation": _timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
-        "sizing": _timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
-        "engine_durable": _timed(lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
-        "engine_reference": _timed(lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
-        "recommend_durable": _timed(lambda i: evaluate(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
-        "recommend_reference": _timed(lambda i: evaluate(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
-    }
     answer = durable.recommend(WORKLOADS[0])
-    out["render_json"] = _timed(lambda i: to_json(answer), runs)
-    out["rule_load"] = _timed(lambda i: Expert().close(), max(5, runs // 100))
-    return out
+    return {
+        "recommend (durable, full trace)": timed(lambda i: evaluate(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
+        "  validation": timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
+        "  sizing": timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
+        "  engine (durable-rules)": timed(lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
+        "  trace rendering (json)": timed(lambda i: to_json(answer), runs),
+        "baseline: recommend (reference)": timed(lambda i: evaluate(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
+        "baseline: engine (reference)": timed(lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
+        "rule load (real rules)": timed(lambda i: Expert().close(), max(5, runs // 100)),
+    }
 
 
-def cli_run(runs: int) -> dict:
-    def once(_):
-        subprocess.run([sys.executable, "-m", "kentino_expert", "recommend", "-"], input=json.dumps(WORKLOADS[0]),
-                       capture_output=True, text=True, check=True)
-    return {"cli_recommend": _timed(once, runs)}
+def _worker(args) -> int:
+    seconds, _ = args
+    expert, count, end = Expert(), 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        expert.recommend(WORKLOADS[count % len(WORKLOADS)])
+        count += 1
+    return count
+
+
+def throughput(seconds: float, processes: int) -> dict:
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        start = time.perf_counter()
+        counts = pool.map(_worker, [(seconds, i) for i in range(processes)])
+        elapsed = time.perf_counter() - start
+    return {"processes": processes, "recommendations_per_s": sum(counts) / seconds, "wall_s": elapsed}
+
+
+def growth(counts, runs: int) -> list[dict]:
+    from .benchgen import generated_rules_dir
+    rows, workload = [], validate_facts(WORKLOADS[0])
+    base = Expert()
+    for count in counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            rules = generated_rules_dir(Path(tmp) / "rules", count)
+            start = time.perf_counter()
+            expert = Expert(rules)
+            load_ms = (time.perf_counter() - start) * 1000
+            state = derive(workload, expert.knowledge, expert.ruleset).state()
+            engine = timed(lambda i: run_rules(expert.ruleset, state, expert.engine), runs)
+            reference = Expert(rules, backend="reference")
+            ref = timed(lambda i: run_rules(reference.ruleset, state, reference.engine), max(10, runs // 10))
+            rows.append({"rules": len(expert.ruleset.rules), "durable_rulesets": len(expert.engine._chunks),
+                         "load_ms": load_ms, "engine_median_us": engine["median_us"], "engine_p99_us": engine["p99_us"],
+                         "reference_median_us": ref["median_us"]})
+            expert.close()
+    base.close()
+    return rows
+
+
+def corpus(count: int) -> dict:
+    from .benchgen import generated_scenarios
+    from .ruleset_diff import diff
+    from .scenarios import Scenario, run_all
+    from .errors import Location
+    scenarios = [Scenario(s["name"], s["facts"], s["expect"], Location("<generated>")) for s in generated_scenarios(count)]
+    expert, other = Expert(), Expert()
+    start = time.perf_counter()
+    run_all(expert, scenarios)
+    test_s = time.perf_counter() - start
+    start = time.perf_counter()
+    diff(expert, other, scenarios)
+    diff_s = time.perf_counter() - start
+    return {"scenarios": count, "test_s": test_s, "diff_s": diff_s, "test_per_s": count / test_s}
+
+
+def memory(evaluations: int) -> list[dict]:
+    expert, rows = Expert(), []
+    marks = {evaluations // 10, evaluations // 2, evaluations}
+    for index in range(1, evaluations + 1):
+        expert.recommend(WORKLOADS[index % len(WORKLOADS)])
+        if index in marks:
+            rows.append({"evaluations": index, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return rows
+
+
+def _print(title: str, rows) -> None:
+    print(f"\n## {title}")
+    if isinstance(rows, dict) and all(isinstance(v, dict) for v in rows.values()):
+        base = next((v["median_us"] for k, v in rows.items() if k.startswith("baseline: recommend")), None)
+        print(f"{'':<36}{'median us':>11}{'p99 us':>11}{'x reference':>13}")
+        for name, row in rows.items():
+            ratio = f"{row['median_us'] / base:>13.2f}" if base else ""
+            print(f"{name:<36}{row['median_us']:>11.1f}{row['p99_us']:>11.1f}{ratio}")
+        return
+    for row in rows if isinstance(rows, list) else [rows]:
+        print("  " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--cli-runs", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="Fewer runs (a smoke test of the benchmark).")
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args(argv)
-    figures = in_process(args.runs)
-    figures.update(cli_run(args.cli_runs))
-    base = figures["recommend_reference"]["median_us"]
-    sizing = figures["sizing"]["median_us"]
-    print(f"{'stage':<22}{'median us':>12}{'p99 us':>12}{'x reference':>14}{'x sizing':>10}")
-    for name, f in figures.items():
-        print(f"{name:<22}{f['median_us']:>12.1f}{f['p99_us']:>12.1f}{f['median_us'] / base:>14.2f}{f['median_us'] / sizing:>10.1f}")
+    q = args.quick
+    results = {"stages": stages(200 if q else 3000)}
+    _print("One in-process recommendation", results["stages"])
+    results["throughput"] = [throughput(1 if q else 5, n) for n in (1, 2)]
+    _print("Throughput (recommendations/s)", results["throughput"])
+    results["growth"] = growth([50, 500] if q else [50, 500, 5000], 20 if q else 200)
+    _print("Rule-set size: load and evaluation", results["growth"])
+    results["corpus"] = corpus(500 if q else 10_000)
+    _print("Scenario corpus: test and rules diff", results["corpus"])
+    results["memory"] = memory(2000 if q else 100_000)
+    _print("Memory over evaluations (in-process)", results["memory"])
+    try:
+        from .bench_http import http_section
+    except ImportError:
+        http_section = None
+    if http_section:
+        results["http"] = http_section(quick=q)
+        _print("HTTP POST /v1/recommend on loopback", results["http"])
     if args.json_path:
-        with open(args.json_path, "w") as handle:
-            json.dump(figures, handle, indent=2)
+        Path(args.json_path).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
