@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from .errors import CatalogError, KnowledgeError, Location, did_you_mean
-from .yamlsrc import YamlSourceError, load_yaml, location_of
+from .yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -199,9 +199,3 @@ def _heuristics(data, path: Path) -> dict[str, dict]:
     return out
 
 
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value

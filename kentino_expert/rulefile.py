@@ -8,7 +8,7 @@ from pathlib import Path
 from . import expr as ast
 from .diagnostics import DiagnosticSink
 from .errors import Location, did_you_mean
-from .yamlsrc import LocatedDict, YamlSourceError, load_yaml, location_of
+from .yamlsrc import LocatedDict, YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
 THEN_KEYS = ("conclude", "recommend", "warn")
@@ -344,13 +344,6 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
     )
     return rule if rule_id else None
 
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def read_rules(data, display: str, sink: DiagnosticSink) -> list[Rule]:

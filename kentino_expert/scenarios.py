@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError, KentinoError, Location
-from .yamlsrc import YamlSourceError, load_yaml, location_of
+from .yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 EXPECT_KEYS = ("kind", "nodes", "nodes_min", "nodes_max", "precision", "status", "heuristics", "warnings",
                "rules", "not_rules", "not_warnings", "figures")
@@ -35,13 +35,6 @@ class Outcome:
     def passed(self) -> bool:
         return not self.failures and self.error is None
 
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def load_scenarios(paths) -> list[Scenario]:

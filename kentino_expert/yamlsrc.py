@@ -92,6 +92,15 @@ def load_yaml(text: str, filename: str = "<input>"):
         raise YamlSourceError("document nests too deeply", Location(filename)) from None
 
 
+def to_plain(value):
+    """Located dicts/lists -> ordinary ones (for data that leaves the loader)."""
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    return value
+
+
 def location_of(container, key, filename: str) -> Location:
     """Where a key's value stood, or the container itself when it was not located."""
     locations = getattr(container, "value_locations", None)
