@@ -19,8 +19,10 @@ class Expert:
 
     def __init__(self, rules_dir: str | Path | None = None, knowledge_dir: str | Path | None = None,
                  backend: str = "durable"):
-        self.knowledge: Knowledge = load_knowledge(knowledge_dir or bundled("knowledge"))
-        self.ruleset: RuleSet = compile_ruleset(rules_dir or bundled("rules"), self.knowledge)
+        self.knowledge_dir = Path(knowledge_dir or bundled("knowledge"))
+        self.rules_dir = Path(rules_dir or bundled("rules"))
+        self.knowledge: Knowledge = load_knowledge(self.knowledge_dir)
+        self.ruleset: RuleSet = compile_ruleset(self.rules_dir, self.knowledge)
         self.backend_name = backend
         self.engine = DurableEngine(self.ruleset) if backend == "durable" else ReferenceEngine(self.ruleset)
 

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from .errors import KentinoError, RuleFileError
+from .errors import KentinoError
+from .facts import read_facts
 
 
 class UserError(click.ClickException):
@@ -53,16 +54,35 @@ def main():
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
 @rules_option
 @knowledge_option
-def recommend_command(facts_file, fmt, rules_dir, knowledge_dir):
+@click.option("--log", "log_target", is_flag=False, flag_value="", default=None, metavar="[DB]",
+              help="Record the decision in the decision log (a SQLite path or postgresql:// URL; "
+                   "default $KENTINO_DB, else ./kentino-decisions.db).")
+def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
     """Recommend a build for the workload facts in FACTS_FILE (YAML or JSON; - for stdin)."""
     from .render import FORMATS
     text, source = _read_input(facts_file)
     expert = _expert(rules_dir, knowledge_dir)
     try:
-        answer = expert.recommend_text(text, source)
+        workload = read_facts(text, source)
+        answer = expert.recommend(workload)
+        decision_id = _log_decision(log_target, workload, answer) if log_target is not None else None
     except KentinoError as exc:
         raise UserError(str(exc)) from None
     click.echo(FORMATS[fmt](answer), nl=False)
+    if decision_id:
+        click.echo(f"decision {decision_id} recorded", err=True)
+
+
+def _log_decision(target: str, workload, answer) -> str:
+    """Commit the decision before the answer is printed (an acknowledged decision is never lost)."""
+    import os
+
+    from .decisions import DEFAULT_PATH, DecisionLog
+    log = DecisionLog.open(target or os.environ.get("KENTINO_DB") or DEFAULT_PATH)
+    try:
+        return log.record(workload.known(), answer, "cli")
+    finally:
+        log.close()
 
 
 @main.group("rules")
@@ -211,6 +231,14 @@ def schema_command(which, rules_dir, knowledge_dir):
     else:
         click.echo(json.dumps(facts_schema(_expert(rules_dir, knowledge_dir).ruleset), indent=2))
 
+
+def _attach_service_commands() -> None:
+    from .cli_service import commands
+    for command in commands:
+        main.add_command(command)
+
+
+_attach_service_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,237 @@
+"""Commands for the service side: `serve`, `mcp`, `decisions list|show|replay` and `explain`.
+
+The lead attaches `commands` to the main click group. User mistakes are cli.UserError (exit 2, one
+line on stderr, no traceback); `decisions replay` exits 1 when the answer changed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from .cli import UserError, knowledge_option, rules_option
+from .errors import KentinoError
+
+db_option = click.option("--db", "db", default=None, metavar="URL",
+                         help="Decision log: a SQLite path or postgresql:// URL (default: $KENTINO_DB, "
+                              "else ./kentino-decisions.db).")
+
+
+def _is_url(target: str) -> bool:
+    return "://" in target
+
+
+def _log(db, must_exist: bool = False):
+    from .decisions import DEFAULT_PATH, DecisionLog
+    target = db or os.environ.get("KENTINO_DB") or DEFAULT_PATH
+    if must_exist and not _is_url(target) and not Path(target).is_file():
+        raise UserError(f"no decision log at {target} (give --db or set KENTINO_DB)")
+    try:
+        return DecisionLog.open(target)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _expert(rules_dir, knowledge_dir):
+    from .api import Expert
+    try:
+        expert = Expert(rules_dir, knowledge_dir)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    expert.knowledge_dir = str(knowledge_dir) if knowledge_dir else None
+    return expert
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@rules_option
+@knowledge_option
+@db_option
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
+    """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
+    import uvicorn
+
+    from .service import create_app
+    _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
+    log = _log(db)
+    if workers == 1:
+        try:
+            app = create_app(log=log, rules_dir=rules_dir, knowledge_dir=knowledge_dir)
+        except KentinoError as exc:
+            raise UserError(str(exc)) from None
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        return
+    log.close()
+    mark = tempfile.NamedTemporaryFile(prefix="kentino-reload-", delete=False)
+    mark.close()
+    target = db or os.environ.get("KENTINO_DB") or "kentino-decisions.db"
+    os.environ.update({
+        "KENTINO_RULES": str(Path(rules_dir).resolve()) if rules_dir else "",
+        "KENTINO_KNOWLEDGE": str(Path(knowledge_dir).resolve()) if knowledge_dir else "",
+        "KENTINO_DB": target if _is_url(target) else str(Path(target).resolve()),
+        "KENTINO_RELOAD_FILE": mark.name,
+    })
+    try:
+        uvicorn.run("kentino_expert.service:app_from_env", factory=True, host=host, port=port, workers=workers,
+                    log_level=log_level)
+    finally:
+        Path(mark.name).unlink(missing_ok=True)
+
+
+@click.command("mcp")
+@rules_option
+@knowledge_option
+@db_option
+def mcp(rules_dir, knowledge_dir, db):
+    """Run the MCP server (tools `recommend` and `explain`) on stdin/stdout."""
+    try:
+        from .mcp_server import main as mcp_main, _server_classes
+        _server_classes()
+    except ImportError:
+        raise UserError("the MCP server needs the mcp package: pip install mcp") from None
+    _expert(rules_dir, knowledge_dir)
+    _log(db).close()
+    try:
+        mcp_main(rules_dir, knowledge_dir, db)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+
+
+@click.group("decisions")
+def decisions():
+    """List, show and replay logged decisions."""
+
+
+@decisions.command("list")
+@click.option("--since", default=None, metavar="ISO", help="Only decisions at or after this ISO-8601 time.")
+@click.option("--kind", default=None, help="Only decisions of this recommendation kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@db_option
+def decisions_list(since, kind, limit, fmt, db):
+    """Decisions newest first."""
+    log = _log(db, must_exist=True)
+    try:
+        rows = log.list(since=since, kind=kind, limit=limit)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    if fmt == "json":
+        click.echo(json.dumps([{k: v for k, v in row.items() if k not in ("answer",)} for row in rows], indent=2))
+        return
+    for row in rows:
+        where = f" session={row['session_id']}" + (f" turn={row['turn']}" if row["turn"] is not None else "") \
+            if row["session_id"] else ""
+        click.echo(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
+                   f"{row['digest'][:12]}{where}")
+    click.echo(f"{len(rows)} decision(s)")
+
+
+def _decision(log, decision_id):
+    try:
+        row = log.get(decision_id)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    if row is None:
+        raise UserError(f"no decision '{decision_id}' in {log.url}")
+    return row
+
+
+@decisions.command("show")
+@click.argument("decision_id")
+@db_option
+def decisions_show(decision_id, db):
+    """Print one decision as JSON."""
+    click.echo(json.dumps(_decision(_log(db, must_exist=True), decision_id), indent=2, ensure_ascii=False))
+
+
+@decisions.command("replay")
+@click.argument("decision_id")
+@rules_option
+@knowledge_option
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def decisions_replay(decision_id, rules_dir, knowledge_dir, db, fmt):
+    """Re-evaluate a decision's facts with the current rules; exit 0 if unchanged, 1 if changed."""
+    import sys
+
+    from .decisions import replay
+    row = _decision(_log(db, must_exist=True), decision_id)
+    report = replay(_expert(rules_dir, knowledge_dir), row)
+    if fmt == "json":
+        click.echo(json.dumps({k: v for k, v in report.items() if k != "new_answer"}, indent=2, default=str))
+    else:
+        drift = (f"digest drift: {report['old_digest'][:16]} -> {report['new_digest'][:16]}"
+                 if report["digest_changed"] else f"same digest {report['new_digest'][:16]}")
+        if report.get("error"):
+            click.echo(f"changed: the stored facts no longer evaluate: {report['error']}")
+        elif report["unchanged"]:
+            click.echo(f"unchanged ({drift})")
+        else:
+            click.echo(f"changed ({drift})")
+            for key, change in report["changes"].items():
+                click.echo(f"  {key}: {change['old']} -> {change['new']}")
+            for rule in report["rules_changed"]:
+                click.echo(f"  rule {rule['rule']}: {rule['change']}")
+            for code in report["warnings_changed"]:
+                click.echo(f"  warning {code}: given only by one of the two")
+    sys.exit(0 if report["unchanged"] else 1)
+
+
+@click.command("explain")
+@click.argument("target", metavar="ID|TRACE.json")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of stdout.")
+@rules_option
+@knowledge_option
+@db_option
+def explain(target, fmt, output, rules_dir, knowledge_dir, db):
+    """Explain a logged decision (by id) or an answer file (`recommend --format json` output, or facts)."""
+    from .explain import explain_html, explain_markdown
+    path = Path(target)
+    if path.is_file():
+        try:
+            subject = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UserError(f"{target}: not a JSON answer or decision: {exc}") from None
+        if not isinstance(subject, dict):
+            raise UserError(f"{target}: expected a JSON object (an answer, a decision or facts)")
+    else:
+        if target.endswith((".json", ".yaml", ".yml")):
+            raise UserError(f"{target}: no such file")
+        subject = _decision(_log(db, must_exist=True), target)
+    expert = _expert(rules_dir, knowledge_dir)
+    try:
+        text = (explain_html if fmt == "html" else explain_markdown)(expert, subject)
+    except (KentinoError, KeyError, TypeError) as exc:
+        raise UserError(f"{target}: cannot explain: {exc}") from None
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{output}: cannot write: {exc.strerror}") from None
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+
+
+commands = [serve, mcp, decisions, explain]
+
+
+@click.group()
+def standalone():
+    """The service commands on their own (`python -m kentino_expert.cli_service ...`)."""
+
+
+for _command in commands:
+    standalone.add_command(_command)
+
+if __name__ == "__main__":  # pragma: no cover
+    standalone()

@@ -1,0 +1,375 @@
+"""The durable decision log: every recommendation served, with its facts, answer and rule-set digest.
+
+SQLite (WAL, synchronous=FULL) by default: the path from KENTINO_DB, else ./kentino-decisions.db.
+A postgresql:// URL uses psycopg 3 (imported only then). `record` commits before it returns, so a
+caller that acknowledges a decision only after `record` never acknowledges one the log lost.
+Every failure to open or write the log is a DecisionLogError, never a silent loss.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import DecisionLogError, KentinoError
+
+DEFAULT_PATH = "kentino-decisions.db"
+SOURCES = ("http", "mcp", "cli")
+COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
+           "engine")
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS decisions (
+    decision_id TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    session_id  TEXT NULL,
+    turn        INTEGER NULL,
+    source      TEXT NOT NULL CHECK (source IN ('http', 'mcp', 'cli')),
+    facts       JSON NOT NULL,
+    answer      JSON NOT NULL,
+    kind        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    engine      TEXT NOT NULL
+)"""
+_PG_SCHEMA = _SQLITE_SCHEMA.replace("JSON NOT NULL", "JSONB NOT NULL")
+_INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_at ON decisions (created_at)",
+            "CREATE INDEX IF NOT EXISTS decisions_kind ON decisions (kind)")
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with microseconds, e.g. 2025-01-31T12:00:00.000000+00:00 (sorts as text)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def normalise_time(text: str) -> str:
+    """An ISO-8601 date or time as the log stores it (naive times are taken as UTC)."""
+    try:
+        moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _plain_facts(facts):
+    if hasattr(facts, "known"):
+        return facts.known()
+    return facts
+
+
+def _json(value) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=False)
+    except (TypeError, ValueError) as exc:
+        raise DecisionLogError(f"cannot record a decision whose data is not JSON: {exc}") from None
+
+
+class DecisionLog:
+    """Base of the SQLite and PostgreSQL logs; use DecisionLog.open()."""
+
+    url: str
+
+    @staticmethod
+    def open(url_or_path: str | os.PathLike | None = None) -> "DecisionLog":
+        """Open (and create) the log: a SQLite path or sqlite:/// URL, or a postgresql:// URL."""
+        target = url_or_path if url_or_path not in (None, "") else os.environ.get("KENTINO_DB") or DEFAULT_PATH
+        text = os.fspath(target)
+        scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+        if scheme in ("postgresql", "postgres"):
+            return PostgresDecisionLog(text)
+        if scheme == "sqlite":
+            return SqliteDecisionLog(text.split("://", 1)[1] or DEFAULT_PATH)  # sqlite:///abs/path.db
+        if scheme:
+            raise DecisionLogError(f"unsupported decision log URL '{text}': use a file path, sqlite:///path "
+                                   "or postgresql://user@host/db")
+        return SqliteDecisionLog(text)
+
+    # -- the interface -------------------------------------------------------------------------
+    def record(self, facts, answer, source: str, session_id: str | None = None, turn: int | None = None) -> str:
+        """Write one decision in one committed transaction; return its id."""
+        if source not in SOURCES:
+            raise DecisionLogError(f"source must be one of {', '.join(SOURCES)}, not '{source}'")
+        dump = answer.model_dump(mode="json") if hasattr(answer, "model_dump") else dict(answer)
+        try:
+            kind = dump["recommendation"]["kind"]
+            digest, engine = dump["ruleset"]["digest"], dump["ruleset"]["engine"]
+        except (KeyError, TypeError):
+            raise DecisionLogError("cannot record an answer without recommendation.kind and ruleset.digest") from None
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+            raise DecisionLogError("turn must be an integer")
+        row = {"decision_id": uuid.uuid4().hex, "created_at": utc_now(),
+               "session_id": None if session_id is None else str(session_id), "turn": turn, "source": source,
+               "facts": _json(_plain_facts(facts)), "answer": _json(dump), "kind": kind, "digest": digest,
+               "engine": engine}
+        self._insert(row)
+        return row["decision_id"]
+
+    def get(self, decision_id: str) -> dict | None:
+        """The decision with this id, or None."""
+        rows = self._select("WHERE decision_id = {p}", [str(decision_id)], limit=1)
+        return rows[0] if rows else None
+
+    def list(self, since: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
+        """Decisions newest first, optionally since an ISO-8601 time and of one kind."""
+        clauses, args = [], []
+        if since:
+            clauses.append("created_at >= {p}")
+            args.append(normalise_time(since))
+        if kind:
+            clauses.append("kind = {p}")
+            args.append(kind)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        return self._select(where, args, limit=max(1, min(int(limit), 100_000)), newest_first=True)
+
+    def writable(self) -> bool:
+        """True when a write transaction can be opened now (used by /readyz)."""
+        try:
+            self._probe_write()
+            return True
+        except (DecisionLogError, KentinoError):
+            return False
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @staticmethod
+    def _row(values) -> dict:
+        row = dict(zip(COLUMNS, values))
+        for key in ("facts", "answer"):
+            if isinstance(row[key], (str, bytes)):
+                row[key] = json.loads(row[key])
+        return row
+
+
+class SqliteDecisionLog(DecisionLog):
+    """The log in one SQLite file (WAL journal, synchronous=FULL: a commit survives power loss)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.url = str(self.path)
+        self._lock = threading.Lock()
+        try:
+            parent_ok = self.path.parent.is_dir()
+        except OSError:
+            parent_ok = False
+        if not parent_ok:
+            raise DecisionLogError(f"decision log {self.path}: directory {self.path.parent} does not exist "
+                                   "or cannot be reached")
+        self._conn = None
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise DecisionLogError(f"decision log {self.path}: cannot use WAL journal mode (got {mode})")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute(_SQLITE_SCHEMA)
+            for index in _INDEXES:
+                self._conn.execute(index)
+        except (sqlite3.Error, DecisionLogError) as exc:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            if isinstance(exc, DecisionLogError):
+                raise
+            raise DecisionLogError(f"decision log {self.path}: cannot open for writing: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = getattr(self, "_conn", None), None
+            if conn is not None:
+                conn.close()
+
+    def _connection(self):
+        if self._conn is None:
+            raise DecisionLogError(f"decision log {self.path} is closed")
+        return self._conn
+
+    def _insert(self, row: dict) -> None:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                             [row[c] for c in COLUMNS])
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise DecisionLogError(f"decision log {self.path}: decision not recorded: {exc}") from None
+
+    def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
+        order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
+        sql = f"SELECT {', '.join(COLUMNS)} FROM decisions {where.format(p='?')} {order} LIMIT ?"
+        with self._lock:
+            try:
+                rows = self._connection().execute(sql, [*args, limit]).fetchall()
+            except sqlite3.Error as exc:
+                raise DecisionLogError(f"decision log {self.path}: cannot read: {exc}") from None
+        return [self._row(r) for r in rows]
+
+    def _probe_write(self) -> None:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise DecisionLogError(f"decision log {self.path}: not writable: {exc}") from None
+
+
+class PostgresDecisionLog(DecisionLog):
+    """The log in a PostgreSQL table (psycopg 3); each record is its own committed transaction."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._lock = threading.Lock()
+        try:
+            import psycopg
+        except ImportError:
+            raise DecisionLogError("a postgresql:// decision log needs psycopg 3: pip install 'psycopg[binary]'") from None
+        self._psycopg = psycopg
+        self._conn = None
+        for attempt in range(2):  # two workers creating the table at once: the loser retries once
+            try:
+                if self._conn is None:
+                    self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+                with self._conn.transaction():
+                    self._conn.execute(_PG_SCHEMA)
+                    for index in _INDEXES:
+                        self._conn.execute(index)
+                break
+            except psycopg.errors.UniqueViolation:
+                if attempt:
+                    raise DecisionLogError(f"decision log {self._safe_url()}: cannot create the table") from None
+            except (psycopg.Error, ValueError) as exc:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                raise DecisionLogError(f"decision log {self._safe_url()}: cannot open: {str(exc).strip()}") from None
+
+    def _safe_url(self) -> str:
+        """The URL without its password."""
+        head, sep, tail = self.url.partition("://")
+        if "@" in tail:
+            creds, _, host = tail.rpartition("@")
+            user = creds.split(":", 1)[0]
+            return f"{head}{sep}{user}@{host}"
+        return self.url
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = getattr(self, "_conn", None), None
+            if conn is not None:
+                conn.close()
+
+    def _connection(self):
+        if self._conn is None:
+            raise DecisionLogError(f"decision log {self._safe_url()} is closed")
+        if self._conn.closed or getattr(self._conn, "broken", False):  # the server restarted: reconnect once
+            try:
+                self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            except self._psycopg.Error as exc:
+                raise DecisionLogError(f"decision log {self._safe_url()}: cannot reconnect: {str(exc).strip()}") from None
+        return self._conn
+
+    def _insert(self, row: dict) -> None:
+        from psycopg.types.json import Jsonb
+        values = [Jsonb(json.loads(row[c])) if c in ("facts", "answer") else row[c] for c in COLUMNS]
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    conn.execute(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
+                                 values)
+            except self._psycopg.Error as exc:
+                raise DecisionLogError(f"decision log {self._safe_url()}: decision not recorded: {str(exc).strip()}") from None
+
+    def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
+        order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
+        sql = f"SELECT {', '.join(COLUMNS)} FROM decisions {where.format(p='%s')} {order} LIMIT %s"
+        with self._lock:
+            try:
+                rows = self._connection().execute(sql, [*args, limit]).fetchall()
+            except self._psycopg.Error as exc:
+                raise DecisionLogError(f"decision log {self._safe_url()}: cannot read: {str(exc).strip()}") from None
+        return [self._row(r) for r in rows]
+
+    def _probe_write(self) -> None:
+        with self._lock:
+            try:
+                row = self._connection().execute("SELECT current_setting('transaction_read_only')").fetchone()
+            except self._psycopg.Error as exc:
+                raise DecisionLogError(f"decision log {self._safe_url()}: not reachable: {str(exc).strip()}") from None
+        if row and row[0] == "on":
+            raise DecisionLogError(f"decision log {self._safe_url()}: the database is read-only")
+
+
+# -- deciding and replaying --------------------------------------------------------------------
+
+def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None, turn=None) -> dict:
+    """Recommend, rank the open questions, explain the kinds not chosen, record; return the response.
+
+    The decision is committed to `log` (when one is given) before this returns; the response is
+    {decision_id, status, questions, why_not, **answer}.
+    """
+    from .facts import Workload, validate_facts
+    from .questions import rank_questions
+    from .whynot import why_not
+    workload = facts if isinstance(facts, Workload) else validate_facts(facts)
+    answer = expert.recommend(workload)
+    questions = rank_questions(expert, workload, answer.recommendation.kind)
+    not_chosen = why_not(expert, answer)
+    raw = facts.known() if isinstance(facts, Workload) else dict(facts)
+    decision_id = log.record(raw, answer, source, session_id=session_id, turn=turn) if log is not None else None
+    body = answer.model_dump(mode="json")
+    body["status"] = "provisional" if questions else "final"
+    return {"decision_id": decision_id, "status": body["status"], "questions": questions, "why_not": not_chosen,
+            **{k: v for k, v in body.items() if k != "status"}}
+
+
+_COMPARED = ("kind", "nodes", "gpus_per_node", "gpu", "precision", "replicas", "interconnect", "parallelism")
+
+
+def replay(expert, decision: dict) -> dict:
+    """Re-evaluate a stored decision's facts with the current rules; report what changed and digest drift."""
+    old = decision.get("answer") or {}
+    old_rec = old.get("recommendation") or {}
+    old_digest = decision.get("digest") or (old.get("ruleset") or {}).get("digest")
+    report = {"decision_id": decision.get("decision_id"), "old_digest": old_digest,
+              "new_digest": expert.ruleset.digest, "digest_changed": old_digest != expert.ruleset.digest}
+    try:
+        answer = expert.recommend(decision.get("facts") or {})
+    except KentinoError as exc:
+        report.update(unchanged=False, error=str(exc), changes={}, rules_changed=[], warnings_changed=[])
+        return report
+    new = answer.model_dump(mode="json")
+    new_rec = new["recommendation"]
+    changes = {key: {"old": old_rec.get(key), "new": new_rec.get(key)}
+               for key in _COMPARED if old_rec.get(key) != new_rec.get(key)}
+    if old.get("status") != new["status"]:
+        changes["status"] = {"old": old.get("status"), "new": new["status"]}
+    old_rules = [step["rule"] for step in old.get("trace", [])]
+    new_rules = [step["rule"] for step in new["trace"]]
+    rules_changed = ([{"rule": r, "old": True, "new": False, "change": "no longer fires"}
+                      for r in old_rules if r not in new_rules]
+                     + [{"rule": r, "old": False, "new": True, "change": "now fires"}
+                        for r in new_rules if r not in old_rules])
+    old_warnings = sorted(w["code"] for w in old.get("warnings", []))
+    new_warnings = sorted(w["code"] for w in new["warnings"])
+    warnings_changed = sorted(set(old_warnings) ^ set(new_warnings))
+    report.update(unchanged=not changes and not rules_changed and not warnings_changed, changes=changes,
+                  rules_changed=rules_changed, warnings_changed=warnings_changed, new_answer=new)
+    return report

@@ -1,0 +1,207 @@
+"""The decision log on SQLite (and PostgreSQL when KENTINO_TEST_PG_URL is set), its errors, and replay."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kentino_expert.api import Expert
+from kentino_expert.decisions import DecisionLog, decide, replay
+from kentino_expert.errors import DecisionLogError
+from kentino_expert.paths import bundled
+
+CHAT = {"task": "inference", "model": "llama-3.1-70b"}
+FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
+PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def log(request, tmp_path):
+    """A decision log on each backend; PostgreSQL only when KENTINO_TEST_PG_URL names a database."""
+    if request.param == "postgresql":
+        if not PG_URL:
+            pytest.skip("PostgreSQL log not tested: set KENTINO_TEST_PG_URL=postgresql://user@127.0.0.1/db to run it")
+        pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3 (pip install 'psycopg[binary]')")
+        opened = DecisionLog.open(PG_URL)
+    else:
+        opened = DecisionLog.open(tmp_path / "decisions.db")
+    yield opened
+    opened.close()
+
+
+def test_record_get_list(log, expert):
+    """A recorded decision reads back whole, and list filters by kind and time, newest first."""
+    session = f"s-{uuid.uuid4().hex}"
+    answer = expert.recommend(CHAT)
+    first = log.record(CHAT, answer, "http", session_id=session, turn=1)
+    second = log.record(FINETUNE, expert.recommend(FINETUNE), "mcp", session_id=session, turn=2)
+    row = log.get(first)
+    assert row["decision_id"] == first and row["source"] == "http" and row["session_id"] == session
+    assert row["turn"] == 1 and row["facts"] == CHAT
+    assert row["answer"] == answer.model_dump(mode="json")
+    assert row["kind"] == answer.recommendation.kind and row["digest"] == answer.ruleset.digest
+    assert row["engine"] == answer.ruleset.engine
+    created = datetime.fromisoformat(row["created_at"])
+    assert created.tzinfo is not None and created.utcoffset() == timedelta(0)
+    assert log.get("no-such-id") is None
+    recent = log.list(since=(datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat())
+    ids = [r["decision_id"] for r in recent]
+    assert ids.index(second) < ids.index(first)
+    kind = log.get(second)["kind"]
+    assert all(r["kind"] == kind for r in log.list(kind=kind))
+    assert log.list(since="2999-01-01") == []
+    assert len(log.list(limit=1)) == 1
+    assert log.writable()
+
+
+def test_bad_since_is_an_error(log):
+    """A since that is not ISO-8601 is a DecisionLogError with an example."""
+    with pytest.raises(DecisionLogError, match="ISO-8601"):
+        log.list(since="last tuesday")
+
+
+def test_sqlite_is_wal_with_full_sync(tmp_path):
+    """The SQLite log runs in WAL mode with synchronous=FULL."""
+    log = DecisionLog.open(tmp_path / "wal.db")
+    assert log._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert log._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    log.close()
+    with sqlite3.connect(tmp_path / "wal.db") as other:
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_default_path_from_env(tmp_path, monkeypatch):
+    """Without a path the log opens $KENTINO_DB."""
+    monkeypatch.setenv("KENTINO_DB", str(tmp_path / "env.db"))
+    with DecisionLog.open() as log:
+        assert log.url == str(tmp_path / "env.db")
+    assert (tmp_path / "env.db").exists()
+
+
+def test_read_only_path_is_an_error(tmp_path):
+    """A log where no file can be written raises DecisionLogError, never a silent loss."""
+    if os.geteuid() == 0:  # root ignores file modes: /proc refuses new files to everyone
+        target = "/proc/kentino-decisions-test.db"
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        target = locked / "decisions.db"
+    with pytest.raises(DecisionLogError, match="cannot open"):
+        DecisionLog.open(target)
+
+
+def test_missing_directory_and_bad_urls(tmp_path):
+    """A missing directory, an unknown URL scheme and an unreachable PostgreSQL are DecisionLogErrors."""
+    with pytest.raises(DecisionLogError, match="does not exist"):
+        DecisionLog.open(tmp_path / "no" / "such" / "dir.db")
+    with pytest.raises(DecisionLogError, match="unsupported"):
+        DecisionLog.open("mysql://root@127.0.0.1/x")
+    pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3")
+    with pytest.raises(DecisionLogError, match="cannot open") as info:
+        DecisionLog.open("postgresql://nobody:secret@127.0.0.1:1/none")
+    assert "secret" not in str(info.value)
+
+
+def test_full_disk_is_an_error(tmp_path, expert):
+    """A write that does not fit (a full disk, simulated with max_page_count) raises and records nothing."""
+    log = DecisionLog.open(tmp_path / "full.db")
+    log._conn.execute("PRAGMA max_page_count = 8")
+    big = {**CHAT, "note": "x" * 100_000}
+    with pytest.raises(DecisionLogError, match="not recorded"):
+        log.record(big, expert.recommend(CHAT), "cli")
+    assert log.list() == []
+    log.close()
+
+
+def test_record_rejects_bad_source_and_closed_log(tmp_path, expert):
+    """An unknown source and a closed log are DecisionLogErrors."""
+    log = DecisionLog.open(tmp_path / "closed.db")
+    with pytest.raises(DecisionLogError, match="source"):
+        log.record(CHAT, expert.recommend(CHAT), "carrier-pigeon")
+    log.close()
+    with pytest.raises(DecisionLogError, match="closed"):
+        log.record(CHAT, expert.recommend(CHAT), "cli")
+    assert not log.writable()
+
+
+def test_decide_records_before_returning(tmp_path, expert):
+    """decide() returns the id of a decision that is already committed (visible to another connection)."""
+    log = DecisionLog.open(tmp_path / "decide.db")
+    body = decide(expert, log, CHAT, "cli", session_id="x", turn=0)
+    with sqlite3.connect(tmp_path / "decide.db") as other:
+        (count,) = other.execute("SELECT count(*) FROM decisions WHERE decision_id = ?", [body["decision_id"]]).fetchone()
+    assert count == 1 and body["status"] in ("final", "provisional")
+    log.close()
+
+
+def _edited_rules(tmp_path):
+    """A copy of the bundled rules with the 70B+ class moved out of reach (so 70B full fine-tuning decides otherwise)."""
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    path = rules / "parameters.yaml"
+    data = yaml.safe_load(path.read_text())
+    assert "large_model_params_b" in data["parameters"], "the replay test edits large_model_params_b"
+    data["parameters"]["large_model_params_b"]["value"] = 100000
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return rules
+
+
+def test_replay_unchanged_and_changed(log, expert, tmp_path):
+    """Replay with the same rules is unchanged; with an edited rules copy it reports the change and digest drift."""
+    decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
+    decision = log.get(decision_id)
+    same = replay(expert, decision)
+    assert same["unchanged"] and not same["digest_changed"] and same["rules_changed"] == []
+    edited = Expert(_edited_rules(tmp_path))
+    try:
+        other = replay(edited, decision)
+    finally:
+        edited.close()
+    assert not other["unchanged"] and other["digest_changed"]
+    assert other["old_digest"] == decision["digest"] and other["new_digest"] != decision["digest"]
+    assert other["rules_changed"] or other["changes"]
+    changed_rules = {r["rule"]: r["change"] for r in other["rules_changed"]}
+    if "full-finetune-70b-plus-needs-ib-cluster" in changed_rules:
+        assert changed_rules["full-finetune-70b-plus-needs-ib-cluster"] == "no longer fires"
+
+
+def _cli():
+    from kentino_expert.cli_service import standalone
+    return standalone
+
+
+def test_cli_decisions_list_show_replay(tmp_path, expert):
+    """`decisions list/show/replay` read the log; replay exits 0 unchanged and 1 changed."""
+    db = str(tmp_path / "cli.db")
+    with DecisionLog.open(db) as log:
+        decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli", session_id="c1", turn=4)
+    runner = CliRunner()
+    listed = runner.invoke(_cli(), ["decisions", "list", "--db", db])
+    assert listed.exit_code == 0 and decision_id in listed.output and "1 decision(s)" in listed.output
+    shown = runner.invoke(_cli(), ["decisions", "show", decision_id, "--db", db])
+    assert shown.exit_code == 0 and '"session_id": "c1"' in shown.output
+    same = runner.invoke(_cli(), ["decisions", "replay", decision_id, "--db", db])
+    assert same.exit_code == 0 and same.output.startswith("unchanged")
+    changed = runner.invoke(_cli(), ["decisions", "replay", decision_id, "--db", db,
+                                     "--rules", str(_edited_rules(tmp_path))])
+    assert changed.exit_code == 1 and changed.output.startswith("changed") and "digest drift" in changed.output
+
+
+def test_cli_user_mistakes_exit_2(tmp_path):
+    """A missing log, an unknown id and a bad --since exit 2 with one line and no traceback."""
+    runner = CliRunner()
+    missing = runner.invoke(_cli(), ["decisions", "list", "--db", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "no decision log" in missing.output and "Traceback" not in missing.output
+    db = str(tmp_path / "empty.db")
+    DecisionLog.open(db).close()
+    unknown = runner.invoke(_cli(), ["decisions", "show", "nope", "--db", db])
+    assert unknown.exit_code == 2 and "no decision 'nope'" in unknown.output
+    since = runner.invoke(_cli(), ["decisions", "list", "--since", "soon", "--db", db])
+    assert since.exit_code == 2 and "ISO-8601" in since.output

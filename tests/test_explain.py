@@ -1,0 +1,155 @@
+"""Explanations as Markdown and self-contained HTML (rendered in headless Chromium when it is installed)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kentino_expert.decisions import DecisionLog
+from kentino_expert.explain import explain_html, explain_markdown
+
+FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+
+def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
+    """The markdown has the kind, each fired rule with file:line, conditions with values, heuristic sentences, assumptions, why-not and digest."""
+    answer = expert.recommend(FINETUNE)
+    text = explain_markdown(expert, answer)
+    assert text.startswith(f"# Recommendation: {answer.recommendation.kind}")
+    assert answer.recommendation.summary in text
+    for step in answer.trace:
+        assert f"`{step.rule}` ({step.file}:{step.line})" in text
+        for hid in step.heuristics:
+            assert expert.knowledge.heuristics[hid]["text"] in text
+    decider = next(s for s in answer.trace if s.concluded.get("recommended_kind"))
+    rule = expert.ruleset.by_id[decider.rule]
+    for condition in rule.source.when:
+        assert f"`{condition.text}` | yes |" in text
+    params = expert.ruleset.parameter_values
+    used = [n for c in rule.source.when for n in re.findall(r"[a-z_][a-z0-9_]*", c.text) if n in params]
+    for name in used:
+        assert f"{name} = " in text
+    for assumption in answer.assumptions:
+        assert f"`{assumption.fact}`" in text
+    assert "## Why not the other kinds" in text and " was not chosen: " in text
+    assert answer.ruleset.digest in text and "same digest" in text
+
+
+def test_markdown_of_a_logged_decision_and_of_facts(expert, tmp_path):
+    """A decision from the log explains with its id and source; plain facts explain without a log."""
+    with DecisionLog.open(tmp_path / "x.db") as log:
+        decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "mcp", session_id="s9", turn=2)
+        text = explain_markdown(expert, log.get(decision_id))
+    assert f"Decision `{decision_id}` via mcp" in text and "session `s9` turn 2" in text
+    assert explain_markdown(expert, dict(FINETUNE)).startswith("# Recommendation: ")
+
+
+def test_html_is_self_contained(expert):
+    """The page has inline CSS and no scripts, external links or remote resources."""
+    page = explain_html(expert, expert.recommend(FINETUNE))
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    assert "<script" not in page.lower() and "<link" not in page.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert 'id="kind"' in page
+
+
+def test_html_escapes_what_it_shows(expert):
+    """Text from the answer is HTML-escaped."""
+    answer = expert.recommend(FINETUNE).model_dump(mode="json")
+    answer["recommendation"]["summary"] = "<script>alert(1)</script>"
+    page = explain_html(expert, answer)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+def test_cli_explain_formats(expert, tmp_path):
+    """`explain ID` and `explain answer.json` print markdown or html; a missing file exits 2."""
+    from kentino_expert.cli_service import standalone
+    db = str(tmp_path / "cli.db")
+    with DecisionLog.open(db) as log:
+        decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
+    runner = CliRunner()
+    by_id = runner.invoke(standalone, ["explain", decision_id, "--db", db])
+    assert by_id.exit_code == 0 and by_id.output.startswith("# Recommendation: ")
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(expert.recommend(FINETUNE).model_dump(mode="json")))
+    page = runner.invoke(standalone, ["explain", str(trace), "--format", "html"])
+    assert page.exit_code == 0 and page.output.startswith("<!DOCTYPE html>")
+    missing = runner.invoke(standalone, ["explain", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2 and "no such file" in missing.output
+
+
+def _png_pixels(path: Path, rows: int = 64):
+    """Width, height and a set of distinct pixels from up to `rows` rows spread over an 8-bit RGB(A) PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    offset, idat, header = 8, [], None
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind = data[offset + 4:offset + 8]
+        body = data[offset + 8:offset + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        offset += 12 + length
+    width, height, depth, colour = header[:4]
+    assert depth == 8 and colour in (2, 6), f"unexpected PNG format depth={depth} colour={colour}"
+    channels = 3 if colour == 2 else 4
+    raw = zlib.decompress(b"".join(idat))
+    stride = width * channels
+    previous = bytearray(stride)
+    pixels, keep = set(), set(range(0, height, max(1, height // rows)))
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up = previous[i]
+            corner = previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + ((left + up) >> 1)) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        if y in keep:
+            pixels.update(bytes(line[x:x + channels]) for x in range(0, stride, channels * 4))
+        previous = line
+    return width, height, pixels
+
+
+def _chromium(args, tmp_path):
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run",
+               f"--user-data-dir={tmp_path / 'profile'}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=90)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
+def test_html_renders_in_headless_chromium(expert, tmp_path):
+    """Chromium renders the page to a non-trivial, many-coloured PNG, and its DOM holds the kind and the rule ids."""
+    answer = expert.recommend(FINETUNE)
+    page = tmp_path / "explain.html"
+    page.write_text(explain_html(expert, answer), encoding="utf-8")
+    shot = tmp_path / "explain.png"
+    _chromium([f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()], tmp_path)
+    assert shot.exists() and shot.stat().st_size > 20_000, "screenshot missing or tiny"
+    width, height, pixels = _png_pixels(shot)
+    assert (width, height) == (1200, 2000)
+    assert len(pixels) > 20, f"the screenshot has only {len(pixels)} colours"
+    dom = _chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
+    assert f'id="kind">{answer.recommendation.kind}<' in dom
+    for step in answer.trace:
+        assert f'data-rule="{step.rule}"' in dom

@@ -1,0 +1,307 @@
+"""The HTTP service through FastAPI's TestClient: every endpoint, errors as 422 naming the field, reload."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the HTTP service needs fastapi (pip install fastapi uvicorn httpx)")
+pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kentino_expert.api import Expert  # noqa: E402
+from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.paths import bundled  # noqa: E402
+from kentino_expert.questions import missing_facts, probe_values  # noqa: E402
+from kentino_expert.facts import validate_facts  # noqa: E402
+from kentino_expert.rulefile import KINDS  # noqa: E402
+from kentino_expert.service import create_app  # noqa: E402
+
+CHAT = {"task": "inference", "model": "llama-3.1-70b"}
+
+
+@pytest.fixture()
+def log(tmp_path):
+    """A fresh SQLite decision log in the test's directory."""
+    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+        yield opened
+
+
+@pytest.fixture()
+def client(log):
+    """A TestClient over the bundled rules that re-raises any server error (so a 500 fails loudly)."""
+    app = create_app(log=log)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def complete_facts(expert, facts: dict) -> dict:
+    """Facts with every missing relevant fact filled in with its first probe value."""
+    facts = dict(facts)
+    for _ in range(40):
+        missing = missing_facts(validate_facts(facts), expert.ruleset)
+        if not missing:
+            return facts
+        facts[missing[0]] = probe_values(expert, missing[0])[0]
+    raise AssertionError("facts never became complete")
+
+
+def test_recommend_provisional_has_ranked_questions(client):
+    """A chat with facts missing gets a provisional answer whose questions are ranked by alternatives, then fact order."""
+    response = client.post("/v1/recommend", json=CHAT)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "provisional" and body["questions"]
+    for key in ("decision_id", "recommendation", "figures", "warnings", "assumptions", "trace", "ruleset", "facts",
+                "why_not"):
+        assert key in body
+    order = list(client.app.state.holder.expert.ruleset.fact_policies)
+    ranks = [(-len(q["alternatives"]), order.index(q["fact"])) for q in body["questions"]]
+    assert ranks == sorted(ranks)
+    for question in body["questions"]:
+        assert question["ask"] and question["current_kind"] == body["recommendation"]["kind"]
+        assert set(question["could_lead_to"]) <= set(KINDS)
+        assert question["alternatives"] == [k for k in question["could_lead_to"] if k != question["current_kind"]]
+    assert any(q["alternatives"] for q in body["questions"]), "some what-if answer should change the kind"
+
+
+def test_recommend_final_when_nothing_is_missing(client):
+    """Facts with every relevant fact given answer final with no questions."""
+    expert = client.app.state.holder.expert
+    facts = complete_facts(expert, {"task": "full-finetune", "model": "llama-3.1-70b"})
+    body = client.post("/v1/recommend", json=facts).json()
+    assert body["status"] == "final" and body["questions"] == []
+
+
+def test_why_not_names_rule_condition_and_values(client):
+    """Each kind not chosen is explained by a real rule, its failing conditions and the actual values."""
+    body = client.post("/v1/recommend", json=CHAT).json()
+    rules = {r["id"] for r in client.get("/v1/rules").json()["rules"]}
+    chosen = body["recommendation"]["kind"]
+    assert [item["kind"] for item in body["why_not"]] == [k for k in KINDS if k != chosen]
+    for item in body["why_not"]:
+        assert item["text"].startswith(f"{item['kind']} was not chosen: ")
+        if item["rule"] is None:
+            continue
+        assert item["rule"] in rules and f"rule '{item['rule']}'" in item["text"]
+        assert item["failing"] or item["preempted_by"]
+        for failing in item["failing"]:
+            assert failing["condition"] in item["text"]
+            for name, value in failing["values"].items():
+                shown = "unknown" if value is None else f"'{value}'" if isinstance(value, str) else None
+                if shown:
+                    assert f"{name} is {shown}" in item["text"]
+            for name in failing["thresholds"]:
+                assert f"{name} = " in item["text"]
+
+
+def test_why_not_example_sentence(client):
+    """The documented example renders word for word when its rule is the nearest multi-node-ib rule."""
+    body = client.post("/v1/recommend", json=CHAT).json()
+    nearest = next((i for i in body["why_not"] if i["kind"] == "multi-node-ib"), None)
+    if nearest is None or nearest["rule"] != "full-finetune-70b-plus-needs-ib-cluster":
+        pytest.skip("the rules changed: the example's rule is no longer the nearest multi-node-ib rule")
+    assert nearest["text"] == ("multi-node-ib was not chosen: rule 'full-finetune-70b-plus-needs-ib-cluster' needs "
+                               "task == 'full-finetune' (task is 'inference')")
+
+
+def test_decision_logged_with_session_and_digest(client, log):
+    """The decision is in the log before the response, with session, turn, source, kind and digest."""
+    body = client.post("/v1/recommend?turn=3", json={**CHAT, "session_id": "chat-42"}).json()
+    stored = log.get(body["decision_id"])
+    assert stored is not None
+    assert stored["session_id"] == "chat-42" and stored["turn"] == 3 and stored["source"] == "http"
+    assert stored["facts"] == CHAT
+    assert stored["kind"] == body["recommendation"]["kind"]
+    assert stored["digest"] == body["ruleset"]["digest"] == client.app.state.holder.expert.ruleset.digest
+    assert stored["answer"]["trace"] == body["trace"]
+    fetched = client.get(f"/v1/decisions/{body['decision_id']}")
+    assert fetched.status_code == 200 and fetched.json()["decision_id"] == body["decision_id"]
+    listed = client.get("/v1/decisions", params={"kind": stored["kind"]}).json()["decisions"]
+    assert body["decision_id"] in [d["decision_id"] for d in listed]
+
+
+def test_decision_404_and_explain(client):
+    """An unknown decision id is a 404 naming the field; a known one explains as markdown and html."""
+    missing = client.get("/v1/decisions/does-not-exist")
+    assert missing.status_code == 404 and missing.json()["detail"][0]["field"] == "decision_id"
+    decision_id = client.post("/v1/recommend", json=CHAT).json()["decision_id"]
+    markdown = client.get(f"/v1/decisions/{decision_id}/explain")
+    assert markdown.status_code == 200 and "# Recommendation:" in markdown.text
+    page = client.get(f"/v1/decisions/{decision_id}/explain", params={"format": "html"})
+    assert page.status_code == 200 and page.text.startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"task": "cooking"}, "task"),
+    ({"model": "llama-3.1-70b"}, "task"),
+    ({"task": "inference", "modle": "llama-3.1-70b"}, "modle"),
+    ({"task": "inference", "model": "gpt-17"}, "model"),
+    ({"task": "inference", "concurrency": 0}, "concurrency"),
+    ({"task": "inference", "concurrency": 10**30}, "concurrency"),
+    ({"task": "inference", "params_b": "NaN"}, "params_b"),
+    ({"task": "inference", "training_tokens": "lots"}, "training_tokens"),
+    ({"task": "inference", "proposed_build": {"nodes": 0, "gpus_per_node": 8}}, "proposed_build.nodes"),
+    ({"task": "inference", "turn": "third"}, "turn"),
+    ({"task": "inference", "session_id": ["a"]}, "session_id"),
+    ({"task": "inference", "gpu": "x" * 500}, "gpu"),
+])
+def test_bad_facts_are_422_naming_the_field(client, body, field):
+    """Facts that do not validate are a 422 whose detail names the offending field."""
+    response = client.post("/v1/recommend", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail[0]["field"] == field and detail[0]["message"]
+
+
+def test_unknown_fact_suggests_the_name(client):
+    """A misspelt fact's message suggests the closest known one."""
+    detail = client.post("/v1/recommend", json={"task": "inference", "modle": "x"}).json()["detail"][0]
+    assert "model" in detail["message"]
+
+
+HOSTILE = [b"", b"   ", b"null", b"[]", b"[1,2,3]", b'"inference"', b"42", b"true", b"{", b"\xff\xfe\x00",
+           b'{"task": NaN}', b'{"task": "inference", "params_b": Infinity}', b'{"task": "inference", "params_b": 1e999}',
+           b'{"task": "inference", "params_b": -1e999}', b'{"task": "inference", "concurrency": ' + b"9" * 5000 + b"}",
+           b"[" * 100_000, b'{"a":' * 50_000, b'{"task": "inference", "task": "lora"}',
+           b'{"task": {"$ne": 1}}', b'{"task": "inference", "params_b": true}', b'{"task": "inference", "qps": "1e400"}',
+           b'{"task": "inference", "training_tokens": "99999999999999999T"}', b'{"task": "\\u0000"}',
+           b'{"task": "inference", "model": "' + b"a" * 100_000 + b'"}', b'{"task": "inference", "turn": 1e308}',
+           b'{"task": "inference", "proposed_build": []}', b'{"task": "inference", "proposed_build": {"nodes": "x"}}',
+           b'{"task": "pretraining", "params_b": 99999, "training_tokens": "9999T", "deadline_days": 0.0001}',
+           b'{"task": "batch-inference", "params_b": 0.0000001, "corpus_tokens": 1e16, "deadline_days": 36500}',
+           b"x" * 1_100_000]
+
+
+@pytest.mark.parametrize("raw", HOSTILE, ids=[f"hostile{i}" for i in range(len(HOSTILE))])
+def test_hostile_bodies_never_500(log, raw):
+    """Malformed, huge, deep or absurd bodies are answered 2xx/4xx, never with a server error."""
+    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+        response = client.post("/v1/recommend", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert response.json()["detail"][0]["message"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                     max_leaves=12)
+_FACT_NAMES = st.sampled_from(["task", "model", "params_b", "precision", "gpu", "gpus_per_node", "concurrency",
+                               "context_tokens", "qps", "tokens_per_s", "latency", "tenancy", "training_tokens",
+                               "corpus_tokens", "deadline_days", "proposed_build", "interconnect", "session_id", "turn"])
+
+
+@pytest.fixture(scope="module")
+def fuzz_client(tmp_path_factory):
+    """One client for all fuzz examples, not re-raising server errors (the test checks the status)."""
+    log = DecisionLog.open(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
+    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+        yield client
+    log.close()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.dictionaries(_FACT_NAMES, _JSON | st.sampled_from(["inference", "lora", "pretraining", "int4",
+                                                                   "multi", "15T", "llama-3.1-8b", "l4"]),
+                            max_size=6))
+def test_random_fact_mappings_never_500(fuzz_client, body):
+    """Random mappings over the fact names are answered 200 or 422, never 500."""
+    response = fuzz_client.post("/v1/recommend", json=body)
+    assert response.status_code in (200, 422), response.text
+
+
+def test_schema_facts_and_tool_form(client):
+    """The facts schema carries descriptions and x-ask; format=tool is an LLM tool definition without $refs."""
+    schema = client.get("/v1/schema/facts").json()
+    assert schema["required"] == ["task"]
+    for name in ("task", "model", "concurrency"):
+        assert schema["properties"][name]["description"] and schema["properties"][name]["x-ask"]
+    tool = client.get("/v1/schema/facts", params={"format": "tool"}).json()
+    assert tool["name"] == "kentino_recommend" and tool["description"]
+    assert tool["parameters"]["type"] == "object" and "task" in tool["parameters"]["properties"]
+    assert "$ref" not in json.dumps(tool) and "$defs" not in tool["parameters"]
+    assert client.get("/v1/schema/facts", params={"format": "xml"}).status_code == 422
+
+
+def test_rules_listing(client):
+    """GET /v1/rules lists every rule with id, heuristics, description, file and line."""
+    body = client.get("/v1/rules").json()
+    expert = client.app.state.holder.expert
+    assert body["digest"] == expert.ruleset.digest
+    assert [r["id"] for r in body["rules"]] == [r.id for r in expert.ruleset.rules]
+    first = body["rules"][0]
+    assert set(first) >= {"id", "heuristics", "description", "file", "line"}
+    assert first["file"].startswith("rules/") and first["line"] > 0
+
+
+def test_health_ready_and_openapi(client):
+    """Liveness, readiness (rules loaded, log writable) and the OpenAPI document answer."""
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] and ready.json()["log_writable"]
+    spec = client.get("/openapi.json").json()
+    for path in ("/v1/recommend", "/v1/schema/facts", "/v1/rules", "/v1/decisions/{decision_id}", "/healthz",
+                 "/readyz", "/v1/admin/reload"):
+        assert path in spec["paths"]
+    request = spec["paths"]["/v1/recommend"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "task" in request["properties"] and "session_id" in request["properties"]
+
+
+def test_readyz_fails_when_log_is_closed(tmp_path):
+    """Readiness is 503 once the decision log cannot be written, and recommend refuses with 503."""
+    log = DecisionLog.open(tmp_path / "closing.db")
+    with TestClient(create_app(log=log)) as client:
+        log.close()
+        assert client.get("/readyz").status_code == 503
+        response = client.post("/v1/recommend", json=CHAT)
+        assert response.status_code == 503 and "not given" in response.json()["detail"][0]["message"]
+
+
+def test_reload_refuses_broken_rules_and_keeps_serving(tmp_path, log):
+    """A broken rules copy is refused with 409 and diagnostics; the old rules answer on; a good edit swaps in."""
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    app = create_app(expert_factory=lambda: Expert(rules), log=log)
+    with TestClient(app) as client:
+        before = client.post("/v1/recommend", json=CHAT).json()
+        old_digest = before["ruleset"]["digest"]
+        flow = rules / "flow.yaml"
+        good_text = flow.read_text()
+        flow.write_text(good_text.replace("priority: 320", "priority: [broken", 1) + "\n  - id: Not Kebab\n")
+        refused = client.post("/v1/admin/reload")
+        assert refused.status_code == 409
+        assert refused.json()["diagnostics"] and refused.json()["diagnostics"][0]["file"]
+        assert refused.json()["serving_digest"] == old_digest
+        still = client.post("/v1/recommend", json=CHAT)
+        assert still.status_code == 200 and still.json()["ruleset"]["digest"] == old_digest
+        assert client.get("/readyz").json()["last_reload_error"]
+        flow.write_text(good_text + "\n")
+        accepted = client.post("/v1/admin/reload")
+        assert accepted.status_code == 200 and accepted.json()["previous_digest"] == old_digest
+        new_digest = accepted.json()["digest"]
+        assert new_digest != old_digest
+        after = client.post("/v1/recommend", json=CHAT).json()
+        assert after["ruleset"]["digest"] == new_digest
+        assert log.get(after["decision_id"])["digest"] == new_digest
+        assert log.get(before["decision_id"])["digest"] == old_digest
+
+
+def test_admin_reload_token(log):
+    """With an admin token set, reload without the bearer token is refused with 401."""
+    with TestClient(create_app(log=log, admin_token="s3cret")) as client:
+        assert client.post("/v1/admin/reload").status_code == 401
+        ok = client.post("/v1/admin/reload", headers={"authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+
+
+def test_unknown_route_and_method(client):
+    """Unknown paths and methods are 404/405 with the same detail shape."""
+    assert client.get("/v2/nothing").status_code == 404
+    wrong = client.get("/v1/recommend")
+    assert wrong.status_code == 405 and wrong.json()["detail"][0]["message"]
+    assert client.get("/v1/decisions", params={"since": "yesterday"}).status_code == 422
+    assert client.get("/v1/decisions", params={"limit": "many"}).json()["detail"][0]["field"] == "limit"

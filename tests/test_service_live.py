@@ -1,0 +1,162 @@
+"""A real uvicorn on 127.0.0.1: bounded load, SIGKILL mid-load (no acknowledged decision lost), SIGHUP reload."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+httpx = pytest.importorskip("httpx", reason="the live test drives the server with httpx")
+pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
+pytest.importorskip("fastapi", reason="the live test needs fastapi")
+
+from kentino_expert.paths import bundled  # noqa: E402
+
+if not hasattr(signal, "SIGKILL"):  # pragma: no cover
+    pytest.skip("needs POSIX signals", allow_module_level=True)
+
+THREADS = 4
+MAX_REQUESTS_PER_THREAD = 250   # bounded in count ...
+MAX_LOAD_SECONDS = 20           # ... and in time
+KILL_AFTER_ACKS = 80
+WORKLOADS = [
+    {"task": "inference", "model": "llama-3.1-70b"},
+    {"task": "inference", "model": "llama-3.1-405b", "latency": "interactive", "concurrency": 64},
+    {"task": "full-finetune", "model": "llama-3.1-70b", "training_tokens": "300B", "deadline_days": 30},
+    {"task": "batch-inference", "model": "qwen2.5-72b", "corpus_tokens": "50B", "deadline_days": 7},
+    {"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 150000},
+    {"task": "qlora", "model": "llama-3.1-405b"},
+]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(tmp_path, **env):
+    port = _free_port()
+    environment = {**os.environ, "KENTINO_DB": str(tmp_path / "live.db"), **env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "kentino_expert.service:app_from_env", "--factory", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("server did not become ready within 30 s")
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=10)
+    if process.stderr:
+        process.stderr.close()
+
+
+def test_sigkill_under_load_loses_no_acknowledged_decision(tmp_path):
+    """Every decision_id the server acknowledged before a SIGKILL is in the SQLite log, whole; no partial rows."""
+    process, base = _start(tmp_path)
+    acked, errors, lock = [], [], threading.Lock()
+    stop_at = time.monotonic() + MAX_LOAD_SECONDS
+
+    def load(index: int):
+        with httpx.Client(base_url=base, timeout=5) as client:
+            for n in range(MAX_REQUESTS_PER_THREAD):
+                if time.monotonic() > stop_at:
+                    return
+                facts = {**WORKLOADS[(index + n) % len(WORKLOADS)], "session_id": f"load-{index}", "turn": n}
+                try:
+                    response = client.post("/v1/recommend", json=facts)
+                except httpx.HTTPError:
+                    return  # the server is gone
+                if response.status_code == 200:
+                    with lock:
+                        acked.append(response.json()["decision_id"])
+                else:
+                    with lock:
+                        errors.append((response.status_code, response.text[:300]))
+
+    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(THREADS)]
+    try:
+        for thread in threads:
+            thread.start()
+        while time.monotonic() < stop_at and len(acked) < KILL_AFTER_ACKS and any(t.is_alive() for t in threads):
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)  # mid-load: requests are in flight
+        for thread in threads:
+            thread.join(timeout=15)
+    finally:
+        _stop(process)
+    assert not errors, errors[:3]
+    assert len(acked) >= 10, f"only {len(acked)} decisions were acknowledged before the kill"
+    with sqlite3.connect(tmp_path / "live.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = db.execute("SELECT decision_id, created_at, source, facts, answer, kind, digest, engine, session_id, "
+                          "turn FROM decisions").fetchall()
+    stored = {row[0]: row for row in rows}
+    lost = [d for d in acked if d not in stored]
+    assert not lost, f"{len(lost)} acknowledged decision(s) missing from the log"
+    for decision_id, created_at, source, facts, answer, kind, digest, engine, session_id, turn in rows:
+        assert created_at and source == "http" and engine and session_id.startswith("load-") and turn is not None
+        answer = json.loads(answer)
+        assert json.loads(facts)["task"] and answer["recommendation"]["kind"] == kind
+        assert answer["ruleset"]["digest"] == digest and answer["trace"]
+
+
+def test_sighup_reload_refuses_broken_rules(tmp_path):
+    """SIGHUP reloads the rules; a broken copy is refused and the old rules keep answering."""
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    process, base = _start(tmp_path, KENTINO_RULES=str(rules))
+    facts = {"task": "inference", "model": "llama-3.1-70b"}
+
+    def ready():
+        return httpx.get(f"{base}/readyz", timeout=5).json()
+
+    def wait_for(predicate):
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            state = ready()
+            if predicate(state):
+                return state
+            time.sleep(0.05)
+        raise AssertionError(f"reload not observed: {ready()}")
+
+    try:
+        first = ready()
+        flow = rules / "flow.yaml"
+        good = flow.read_text()
+        flow.write_text(good + "\n  - id: BROKEN rule\n    when: [\n")
+        process.send_signal(signal.SIGHUP)
+        refused = wait_for(lambda s: s["last_reload_error"])
+        assert refused["generation"] == first["generation"] and refused["digest"] == first["digest"]
+        answer = httpx.post(f"{base}/v1/recommend", json=facts, timeout=10)
+        assert answer.status_code == 200 and answer.json()["ruleset"]["digest"] == first["digest"]
+        flow.write_text(good + "\n")
+        process.send_signal(signal.SIGHUP)
+        reloaded = wait_for(lambda s: s["generation"] > first["generation"])
+        assert reloaded["digest"] != first["digest"] and reloaded["last_reload_error"] is None
+        after = httpx.post(f"{base}/v1/recommend", json=facts, timeout=10).json()
+        assert after["ruleset"]["digest"] == reloaded["digest"]
+    finally:
+        _stop(process)
