@@ -77,3 +77,9 @@ def run_rules(ruleset, state: dict, backend) -> tuple[list[Firing], dict]:
 
     _, final = backend.run(dict(state), apply)
     return firings, final
+
+
+def final_state(ruleset, state: dict, backend) -> dict:
+    """Forward-chain without recording a trace (what-if probes need only the conclusions)."""
+    params = ruleset.parameter_values
+    return backend.run(dict(state), lambda rule, current: effects_of(rule, current, params))[1]

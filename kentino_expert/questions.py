@@ -86,11 +86,11 @@ def kind_for(expert, facts) -> str | None:
     """The recommendation kind the rules reach for `facts`, or None when the facts do not validate."""
     from .derive import derive
     from .errors import KentinoError
-    from .inference import run_rules
+    from .inference import final_state
     try:
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
         derived = derive(workload, expert.knowledge, expert.ruleset)
-        _, final = run_rules(expert.ruleset, derived.state(), expert.engine)
+        final = final_state(expert.ruleset, derived.state(), expert.engine)
     except KentinoError:
         return None
     return final.get("recommended_kind")
