@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,6 +118,14 @@ def corpus(count: int) -> dict:
 
 
 def memory(evaluations: int) -> list[dict]:
+    """Peak RSS at 10%, 50% and 100% of the run, measured in a fresh process (ru_maxrss is a high-water mark)."""
+    script = ("import json,sys; from kentino_expert.bench import _memory_rows; "
+              f"print(json.dumps(_memory_rows({evaluations})))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def _memory_rows(evaluations: int) -> list[dict]:
     expert, rows = Expert(), []
     marks = {evaluations // 10, evaluations // 2, evaluations}
     for index in range(1, evaluations + 1):
