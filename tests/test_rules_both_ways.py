@@ -1,0 +1,83 @@
+"""Every rule, both ways: its documented example fires it, and a nearby workload does not."""
+from __future__ import annotations
+
+import pytest
+
+from kentino_expert.api import Expert
+
+EXPERT = Expert()
+RULES = {rule.id: rule for rule in EXPERT.ruleset.rules}
+
+# A workload close to each rule's example on which the rule must NOT fire, and why.
+NOT_FIRING = {
+    "node-capacity": ({"task": "inference"}, "no model: no figures, though the card is known"),
+    "fp8-weights-leave-headroom": ({"task": "inference", "model": "llama-3.1-405b", "gpu": "rtx-5090"}, "406 GB > 70% of 256 GB"),
+    "int4-weights-leave-headroom": ({"task": "batch-inference", "model": "llama-3.1-405b", "gpu": "l4"}, "217 GB > 70% of 192 GB"),
+    "fp8-workload-fits": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 512, "context_tokens": 32768}, "KV cache exceeds VRAM"),
+    "int4-workload-fits": ({"task": "lora", "model": "deepseek-v3"}, "training tasks have no serving workload"),
+    "at-or-beyond-the-405b-cliff": ({"task": "batch-inference", "model": "qwen2.5-72b"}, "72.7B < 405B"),
+    "int4-not-on-the-gradient-path": ({"task": "qlora", "params_b": 13}, "QLoRA is the PEFT exception"),
+    "training-state-fits-one-node": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "1.3 TB > 90% of 768 GB"),
+    "throughput-bound-at-fp8": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 500}, "one node sustains it"),
+    "throughput-bound-at-int4": ({"task": "batch-inference", "model": "llama-3.1-405b"}, "no throughput demand"),
+    "pcie-only-card": ({"task": "lora", "model": "llama-3.1-8b", "gpu": "h100-sxm"}, "H100 SXM has NVLink"),
+    "research-scale-model": ({"task": "inference", "model": "llama-3.1-405b"}, "405.9B is above 72.7B"),
+    "single-tenant-moderate-concurrency": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 200, "tenancy": "single"}, "200 > 64"),
+    "pretraining-70b-plus-is-frontier": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "15T"}, "8B < 70B"),
+    "full-finetune-beyond-an-ib-cluster": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "2 nodes <= 4"),
+    "full-finetune-70b-plus-needs-ib-cluster": ({"task": "full-finetune", "params_b": 13}, "13B < 70B"),
+    "beyond-cliff-at-production-latency-and-throughput": ({"task": "inference", "model": "llama-3.1-405b", "tokens_per_s": 100}, "one unit sustains it"),
+    "beyond-cliff-at-production-latency": ({"task": "inference", "model": "llama-3.1-405b", "latency": "offline"}, "offline is not production latency"),
+    "hyperscale-multi-tenant": ({"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 50000}, "50,000 <= 100,000 QPS"),
+    "lora-fits-one-node": ({"task": "lora", "model": "llama-3.1-405b"}, "405B BF16 base does not fit"),
+    "qlora-fits-one-node": ({"task": "lora", "model": "llama-3.1-70b"}, "LoRA, not QLoRA"),
+    "lora-too-big-use-qlora": ({"task": "lora", "model": "llama-3.1-70b"}, "70B LoRA fits as it is"),
+    "training-fits-one-node": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "does not fit one node"),
+    "inference-fits-one-node": ({"task": "inference", "model": "llama-3.1-70b", "precision": "int4"}, "INT4 was asked for"),
+    "batch-runs-on-one-node": ({"task": "batch-inference", "model": "llama-3.1-405b"}, "beyond the cliff"),
+    "inference-fits-one-node-at-int4": ({"task": "batch-inference", "model": "qwen2.5-72b"}, "fits at FP8 below the cliff"),
+    "throughput-bound-replicas": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 1000}, "one node is enough"),
+    "throughput-bound-replicas-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 3500}, "fits at FP8: FP8 replicas"),
+    "training-beyond-one-node-needs-ib": ({"task": "full-finetune", "params_b": 13}, "fits one node"),
+    "inference-beyond-one-node-and-throughput": ({"task": "batch-inference", "params_b": 2000}, "no throughput demand"),
+    "inference-beyond-one-node": ({"task": "batch-inference", "params_b": 2000, "gpu": "l4"}, "needs more than 4 nodes: frontier"),
+    "size-unknown-assume-one-node": ({"task": "inference", "params_b": 8}, "the size is known"),
+    "nothing-buildable-fits": ({"task": "batch-inference", "params_b": 2000}, "a 3-node IB cluster carries it"),
+    "operations-tax": ({"task": "lora", "model": "llama-3.1-70b"}, "single node"),
+    "research-lab-trap": ({"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 1, "gpus_per_node": 8}}, "one node proposed"),
+    "pcie-penalty-for-fine-tuning": ({"task": "lora", "model": "llama-3.1-70b", "gpu": "h100-sxm"}, "SXM card"),
+    "pcie-penalty-for-pretraining": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}, "8B < 70B"),
+    "sxm-card-is-not-a-kentino-build": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l40"}, "Kentino ships L40"),
+    "fits-the-weights-not-the-workload": ({"task": "inference", "model": "llama-3.1-405b", "concurrency": 8, "context_tokens": 8192}, "KV fits"),
+    "tight-headroom": ({"task": "batch-inference", "model": "llama-3.1-70b", "gpu": "rtx-5090", "concurrency": 4}, "71 GB is 28% of 256 GB"),
+    "efficiency-below-floor": ({"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": "ndr-400g-ib"}, "NDR keeps TP above 0.60"),
+    "plan-below-floor": ({"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": "hdr-200g-ib"}, "TP inside x PP across stays above 0.60"),
+    "interconnect-bandwidth-cliff": ({"task": "inference", "model": "llama-3.1-70b"}, "single node"),
+    "interactive-latency-cliff": ({"task": "inference", "model": "llama-3.1-405b", "latency": "production"}, "production, not interactive"),
+    "replicas-need-no-fabric": ({"task": "inference", "model": "llama-3.1-70b"}, "single node"),
+    "one-node-is-the-market": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "a cluster"),
+    "int4-asked-for-training": ({"task": "full-finetune", "params_b": 13, "precision": "bf16"}, "BF16 was asked for"),
+    "one-node-misses-the-deadline": ({"task": "full-finetune", "params_b": 13, "training_tokens": "300B", "deadline_days": 365}, "fits the deadline"),
+}
+
+
+def _fired(facts) -> list[str]:
+    return [step.rule for step in EXPERT.recommend(facts).trace]
+
+
+def test_every_rule_has_a_counter_example():
+    """The table above covers exactly the rules of the rule set."""
+    assert set(NOT_FIRING) == set(RULES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULES))
+def test_example_fires(rule_id):
+    """The rule's documented example fires it."""
+    assert rule_id in _fired(RULES[rule_id].source.example)
+
+
+@pytest.mark.parametrize("rule_id", sorted(NOT_FIRING))
+def test_counter_example_does_not_fire(rule_id):
+    """A workload that breaks one of the rule's conditions does not fire it."""
+    facts, why = NOT_FIRING[rule_id]
+    assert rule_id not in _fired(facts), why

@@ -1,0 +1,134 @@
+"""Sizing functions against figures computed by hand, and the scaling model's calibration and monotonicity."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kentino_expert import sizing
+from kentino_expert.knowledge import load_knowledge
+from kentino_expert.scaling import calibrated_model, ring_factor
+
+K = load_knowledge(Path(__file__).resolve().parent.parent / "knowledge")
+C = K.sizing
+LLAMA70, LLAMA405, DSV3 = K.model("llama-3.1-70b"), K.model("llama-3.1-405b"), K.model("deepseek-v3")
+PRO, R5090 = K.gpu("rtx-pro-6000"), K.gpu("rtx-5090")
+
+
+class TestMemory:
+    """Weights, KV cache and node capacity."""
+
+    def test_weights_per_precision(self):
+        """70.6B: 141.2 GB at BF16, 70.6 GB at FP8, 70.6 x 0.5 x 1.07 = 37.77 GB at INT4."""
+        assert sizing.weights_gb(70.6, "bf16", C) == pytest.approx(141.2)
+        assert sizing.weights_gb(70.6, "fp8", C) == pytest.approx(70.6)
+        assert sizing.weights_gb(70.6, "int4", C) == pytest.approx(70.6 * 0.5 * 1.07)
+
+    def test_kv_bytes_per_token_gqa(self):
+        """Llama 3.1 70B: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes per token."""
+        assert sizing.kv_cache_bytes_per_token(LLAMA70, 2.0) == 327_680
+
+    def test_kv_bytes_per_token_mla(self):
+        """DeepSeek-V3 caches one latent: 61 x (512 + 64) x 2 bytes = 70,272 bytes per token."""
+        assert sizing.kv_cache_bytes_per_token(DSV3, 2.0) == 70_272
+
+    def test_kv_cache_at_concurrency(self):
+        """48 requests x 8,192 tokens x 327,680 B = 128.85 GB."""
+        assert sizing.kv_cache_gb(LLAMA70, 48, 8192, 2.0) == pytest.approx(48 * 8192 * 327_680 / 1e9)
+
+    def test_node_vram(self):
+        """8 x 96 GB = 768 GB; 8 x 32 GB = 256 GB."""
+        assert sizing.node_vram_gb(PRO, 8) == 768
+        assert sizing.node_vram_gb(R5090, 8) == 256
+
+    def test_nodes_for(self):
+        """1,302 GB at 90% of 768 GB per node needs ceil(1302 / 691.2) = 2 nodes."""
+        assert sizing.nodes_for(1302, 768, 0.9) == 2
+        assert sizing.nodes_for(1, 768, 0.9) == 1
+
+
+class TestTrainingState:
+    """Full fine-tuning, LoRA and QLoRA state."""
+
+    def test_full_finetune_70b_in_document_range(self):
+        """70.6B x 16 B + 80 x 8192 x 8192 x 34 B = 1,129.6 + 182.5 GB, inside the document's 1.2-1.5 TB."""
+        state = sizing.full_training_state_gb(LLAMA70, C["training"])
+        assert state == pytest.approx(70.6 * 16 + 80 * 8192 * 8192 * 34 / 1e9)
+        assert 1200 <= state <= 1500
+
+    def test_lora_70b_fits_one_node(self):
+        """BF16 base 141.2 GB + adapters + checkpointed activations stays well under 768 GB."""
+        state = sizing.training_state_gb("lora", LLAMA70, C)
+        assert 141.2 < state < 768 * 0.9
+
+    def test_qlora_405b_fits_one_node(self):
+        """The 4-bit base of 405.9B (217 GB) plus adapters and activations fits 8 x 96 GB."""
+        state = sizing.training_state_gb("qlora", LLAMA405, C)
+        assert sizing.weights_gb(405.9, "int4", C) < state < 768 * 0.9
+
+    def test_compute_and_gpu_months(self):
+        """6 x 70e9 x 15e12 = 6.3e24 FLOP; at 500 TFLOPS x 0.4 that is 6.3e24 / 2e14 / 2,592,000 s GPU-months."""
+        flops = sizing.training_compute_flops(70, 15e12, 6)
+        assert flops == pytest.approx(6.3e24)
+        assert sizing.gpu_months(flops, PRO, 0.4, 2_592_000) == pytest.approx(6.3e24 / (PRO.bf16_dense_tflops * 1e12 * 0.4) / 2_592_000)
+
+    def test_estimated_13b(self):
+        """12 x L x h^2 = 13e9 with L = h / 128 gives h ~ 5,120 and 40 layers (the Llama 2 13B shape)."""
+        model = sizing.estimated_model(13, C)
+        assert (model.hidden, model.layers) == (5120, 40)
+        assert model.estimated
+
+
+class TestThroughput:
+    """Serving throughput calibrated to the document's 500-2,000 tokens/s at 70B FP8."""
+
+    @pytest.mark.parametrize("latency,reference", [("interactive", 500), ("production", 1250), ("offline", 2000)])
+    def test_calibration_point(self, latency, reference):
+        """8 x Pro 6000 at FP8 on 70.6B gives the calibration figure scaled by 70 / 70.6."""
+        assert sizing.serving_tokens_per_s(LLAMA70, PRO, 8, "fp8", latency, K) == pytest.approx(reference * 70 / 70.6)
+
+    def test_moe_scales_with_active_parameters(self):
+        """Mixtral's 12.9B active parameters decode 70 / 12.9 times faster than a dense 70B."""
+        mixtral = K.model("mixtral-8x7b")
+        assert sizing.serving_tokens_per_s(mixtral, PRO, 8, "fp8", "production", K) == pytest.approx(1250 * 70 / 12.9)
+
+    def test_replicas(self):
+        """3,500 tokens/s at 1,239.4 per node needs 3 replicas; no demand needs one."""
+        assert sizing.replicas_needed(3500, 1239.4) == 3
+        assert sizing.replicas_needed(None, 1239.4) == 1
+
+
+MODEL = calibrated_model(K)
+INTRA = K.link("pcie-gen5-p2p")
+LINKS = [K.link(name) for name in ("ndr-400g-ib", "hdr-200g-ib", "roce-100gbe", "eth-25gbe")]
+
+
+class TestScaling:
+    """The efficiency model reproduces the document's two points and never rewards a worse fabric."""
+
+    def test_document_points(self):
+        """TP=8 inside one PCIe node is 0.73; TP=8 over two 4-GPU nodes on HDR IB is 0.65."""
+        assert MODEL.tp_efficiency(8, 1, INTRA, None) == pytest.approx(0.73, abs=0.005)
+        assert MODEL.tp_efficiency(8, 2, INTRA, K.link("hdr-200g-ib")) == pytest.approx(0.65, abs=0.005)
+
+    def test_ring_factor(self):
+        """A ring all-reduce moves 2(t-1)/t bytes per byte."""
+        assert ring_factor(8) == pytest.approx(1.75) and ring_factor(1) == 0
+
+    @settings(max_examples=300, deadline=None)
+    @given(gpus=st.integers(2, 64), nodes=st.integers(1, 16), link=st.integers(0, 2))
+    def test_monotone(self, gpus, nodes, link):
+        """A slower link or more nodes never raises TP efficiency; DP is never below TP on the same fabric."""
+        nodes = min(nodes, gpus)
+        faster, slower = LINKS[link], LINKS[link + 1]
+        eff = MODEL.tp_efficiency(gpus, nodes, INTRA, faster)
+        assert 0 < eff <= 1
+        assert MODEL.tp_efficiency(gpus, nodes, INTRA, slower) <= eff + 1e-12
+        if nodes < gpus:
+            assert MODEL.tp_efficiency(gpus, nodes + 1, INTRA, faster) <= eff + 1e-12
+        per_node = max(1, gpus // nodes)
+        assert MODEL.dp_efficiency(nodes, per_node, INTRA, faster) >= MODEL.tp_efficiency(nodes * per_node, nodes, INTRA, faster) - 1e-12
+        assert math.isfinite(MODEL.plan_efficiency(nodes, per_node, INTRA, faster))
