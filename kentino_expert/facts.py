@@ -51,7 +51,7 @@ class ProposedBuild(BaseModel):
     model_config = _STRICT
     nodes: int = Field(ge=1, le=4096)
     gpus_per_node: int = Field(ge=1, le=16)
-    gpu: str | None = None
+    gpu: str | None = Field(default=None, max_length=200)
 
 
 class Workload(BaseModel):
@@ -59,10 +59,10 @@ class Workload(BaseModel):
 
     model_config = _STRICT
     task: Task
-    model: str | None = None
+    model: str | None = Field(default=None, max_length=200)
     params_b: float | None = Field(default=None, gt=0, le=100_000)
     precision: Precision | None = None
-    gpu: str | None = None
+    gpu: str | None = Field(default=None, max_length=200)
     gpus_per_node: int | None = Field(default=None, ge=1, le=16)
     concurrency: int | None = Field(default=None, ge=1, le=10_000_000)
     context_tokens: int | None = Field(default=None, ge=1, le=100_000_000)
@@ -74,7 +74,7 @@ class Workload(BaseModel):
     corpus_tokens: TokenCount | None = None
     deadline_days: float | None = Field(default=None, gt=0, le=36_500)
     proposed_build: ProposedBuild | None = None
-    interconnect: str | None = None
+    interconnect: str | None = Field(default=None, max_length=200)
 
     def known(self) -> dict:
         """The facts the caller actually gave (no defaults), as plain values."""
