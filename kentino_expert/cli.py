@@ -6,17 +6,9 @@ import sys
 
 import click
 
+from .cli_common import UserError, knowledge_option, rules_option
 from .errors import KentinoError
 from .facts import read_facts
-
-
-class UserError(click.ClickException):
-    """A user mistake: printed as one line on stderr, exit 2, nothing on stdout."""
-
-    exit_code = 2
-
-    def show(self, file=None):
-        click.echo(f"error: {self.format_message()}", err=True)
 
 
 def _expert(rules, knowledge):
@@ -35,12 +27,6 @@ def _read_input(path: str) -> tuple[str, str]:
             return handle.read(), path
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-rules_option = click.option("--rules", "rules_dir", type=click.Path(), default=None,
-                            help="Rule directory (default: the bundled rules/).")
-knowledge_option = click.option("--knowledge", "knowledge_dir", type=click.Path(), default=None,
-                                help="Knowledge directory (default: the bundled knowledge/).")
 
 
 @click.group()

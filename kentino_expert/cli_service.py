@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .cli import UserError, knowledge_option, rules_option
+from .cli_common import UserError, knowledge_option, rules_option
 from .errors import KentinoError
 
 db_option = click.option("--db", "db", default=None, metavar="URL",
