@@ -160,6 +160,7 @@ table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; 
 th, td { text-align: left; border-bottom: 1px solid #e6eaf0; padding: 5px 8px; vertical-align: top; }
 th { background: #eef2f7; }
 code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #eef2f7; border-radius: 4px; padding: 0 4px; }
+.decision code { background: rgba(255,255,255,0.15); color: inherit; }
 .rule { border-left: 4px solid #3d7bd9; padding: 10px 14px; margin: 12px 0; background: #fbfcfe; border-radius: 6px; }
 .where { color: #5b6677; font-size: 13px; }
 .yes { color: #0f7a34; font-weight: 600; } .no { color: #b3261e; font-weight: 600; }
