@@ -188,6 +188,16 @@ class TestDiff:
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "markdown")
         assert result.output.startswith("### Rule change impact:") and "| scenario | old | new |" in result.output
 
+    def test_git_revision_as_base(self):
+        """--base HEAD reads rules/ from git; with an unmodified rules/ nothing changes."""
+        import subprocess
+        clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "rules"], cwd=ROOT).returncode == 0
+        inside = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode == 0
+        if not (clean and inside):
+            pytest.skip("rules/ differs from HEAD (or no git checkout): the comparison would not be to itself")
+        result = cli("rules", "diff", "--base", "HEAD", SCENARIOS / "reference.yaml")
+        assert result.exit_code == 0, result.output
+
     def test_unknown_base_is_a_clean_error(self):
         """A base that is neither a directory nor a git revision exits 2."""
         result = cli("rules", "diff", "--base", "no-such-rev-or-dir")
