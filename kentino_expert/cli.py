@@ -190,7 +190,9 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
         for change in changes:
             row = change.as_dict()
             click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  (rules: {', '.join(row['rules_changed']) or '-'})")
-        click.echo(f"{len(changes)} of {len(workloads)} answers changed")
+        moved = sum(1 for c in changes if c.old != c.new)
+        click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision, "
+                   f"{len(changes) - moved} in the rules that decided)")
     sys.exit(1 if changes else 0)
 
 

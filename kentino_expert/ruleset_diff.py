@@ -92,12 +92,12 @@ def _answer(expert, facts):
 
 
 def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
-    """Every scenario whose kind, nodes or precision differ, with the rules whose firing changed."""
+    """Every scenario whose answer (kind, nodes, precision) or whose firing rules differ."""
     changes = []
     for index, scenario in enumerate(scenarios):
         old, old_rules = _answer(old_expert, scenario.facts)
         new, new_rules = _answer(new_expert, scenario.facts)
-        if old != new:
+        if old != new or set(old_rules) != set(new_rules):
             changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
             changes.append(Change(scenario.name, old, new, changed))
         if progress:
