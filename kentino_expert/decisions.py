@@ -327,14 +327,14 @@ def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None,
     """
     from .facts import Workload, validate_facts
     from .questions import rank_questions
-    from .whynot import why_not
+    from .whynot import why_not_from
     workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-    answer = expert.recommend(workload)
+    answer, firings, final = expert.recommend_traced(workload)
     questions = rank_questions(expert, workload, answer.recommendation.kind)
-    not_chosen = why_not(expert, answer)
+    not_chosen = why_not_from(expert, firings, final)
+    body = answer.model_dump(mode="json")  # once: the log and the response share it
     raw = facts.known() if isinstance(facts, Workload) else dict(facts)
-    decision_id = log.record(raw, answer, source, session_id=session_id, turn=turn) if log is not None else None
-    body = answer.model_dump(mode="json")
+    decision_id = log.record(raw, body, source, session_id=session_id, turn=turn) if log is not None else None
     body["status"] = "provisional" if questions else "final"
     return {"decision_id": decision_id, "status": body["status"], "questions": questions, "why_not": not_chosen,
             **{k: v for k, v in body.items() if k != "status"}}

@@ -84,16 +84,11 @@ def probe_values(expert, fact: str) -> tuple:
 
 def kind_for(expert, facts) -> str | None:
     """The recommendation kind the rules reach for `facts`, or None when the facts do not validate."""
-    from .derive import derive
     from .errors import KentinoError
-    from .inference import final_state
     try:
-        workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        derived = derive(workload, expert.knowledge, expert.ruleset)
-        final = final_state(expert.ruleset, derived.state(), expert.engine)
+        return expert.kind_of(facts)
     except KentinoError:
         return None
-    return final.get("recommended_kind")
 
 
 def rank_questions(expert, workload, current_kind: str | None = None) -> list[dict]:

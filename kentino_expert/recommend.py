@@ -74,10 +74,15 @@ def provisional(workload: Workload, ruleset: RuleSet) -> bool:
 
 def evaluate(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend) -> Answer:
     """Run the whole pipeline on validated facts with the given rule backend."""
+    return evaluate_traced(workload, knowledge, ruleset, backend)[0]
+
+
+def evaluate_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend):
+    """(answer, firings, final state): the final state lets "why not" reuse this run instead of repeating it."""
     derived = derive(workload, knowledge, ruleset)
     firings, final = run_rules(ruleset, derived.state(), backend)
     params = ruleset.parameter_values
-    return Answer(
+    answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
         recommendation=_recommendation(final, derived.facts, firings),
         figures={name: FigureOut(value=f.value, unit=f.unit, description=f.description)
@@ -89,3 +94,4 @@ def evaluate(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend
                           files=ruleset.files),
         facts=derived.facts,
     )
+    return answer, firings, final

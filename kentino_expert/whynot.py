@@ -114,8 +114,13 @@ def _decider(ruleset, firings, state):
 
 def why_not(expert, answer_or_state) -> list[dict]:
     """For each kind other than the chosen one: the nearest rule recommending it and why it did not fire."""
-    from .rulefile import KINDS
     firings, state = state_of(expert, answer_or_state)
+    return why_not_from(expert, firings, state)
+
+
+def why_not_from(expert, firings, state: dict) -> list[dict]:
+    """`why_not` on a run already made: its firings (or None) and its final state."""
+    from .rulefile import KINDS
     ruleset = expert.ruleset
     params = ruleset.parameter_values
     env = {**params, **state}
