@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from . import sizing
 from .evaluate import truth_of
-from .facts import INFERENCE_TASKS, TASKS, Workload
+from .facts import INFERENCE_TASKS, PRECISIONS, TASKS, Workload
 from .knowledge import GpuSpec, Knowledge, LinkSpec, ModelSpec
 from .scaling import calibrated_model
 
@@ -14,7 +14,7 @@ NUMBER, BOOL, TEXT = "number", "bool", "string"
 # Facts as the rules see them (proposed_build is flattened); enums list their values.
 FACT_TYPES: dict[str, object] = {
     "task": ("enum", TASKS), "model": TEXT, "params_b": NUMBER,
-    "precision": ("enum", ("bf16", "fp8", "int4")), "gpu": TEXT, "gpus_per_node": NUMBER,
+    "precision": ("enum", PRECISIONS), "gpu": TEXT, "gpus_per_node": NUMBER,
     "concurrency": NUMBER, "context_tokens": NUMBER, "qps": NUMBER, "tokens_per_s": NUMBER,
     "latency": ("enum", ("interactive", "production", "offline")), "tenancy": ("enum", ("single", "multi")),
     "training_tokens": NUMBER, "corpus_tokens": NUMBER, "deadline_days": NUMBER,

@@ -16,6 +16,7 @@ Precision = Literal["bf16", "fp8", "int4"]
 Latency = Literal["interactive", "production", "offline"]
 Tenancy = Literal["single", "multi"]
 TASKS: tuple[str, ...] = Task.__args__
+PRECISIONS: tuple[str, ...] = Precision.__args__  # the one list of weight precisions
 INFERENCE_TASKS = ("inference", "batch-inference")
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

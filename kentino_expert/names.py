@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .derive import BOOL, FACT_TYPES, FIGURE_SPECS, NUMBER, TEXT
+from .facts import PRECISIONS
 from .rulefile import KINDS
 
 RECOMMENDATION_TYPES = {
-    "recommended_kind": ("enum", KINDS), "recommended_precision": ("enum", ("bf16", "fp8", "int4")),
+    "recommended_kind": ("enum", KINDS), "recommended_precision": ("enum", PRECISIONS),
     "recommended_nodes": NUMBER, "recommended_replicas": NUMBER, "recommended_tp": NUMBER,
     "recommended_pp": NUMBER, "recommended_dp": NUMBER, "recommended_interconnect": TEXT,
     "recommended_gpu": TEXT, "recommended_gpus_per_node": NUMBER,

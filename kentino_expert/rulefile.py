@@ -8,6 +8,7 @@ from pathlib import Path
 from . import expr as ast
 from .diagnostics import DiagnosticSink
 from .errors import Location, did_you_mean
+from .facts import PRECISIONS
 from .yamlsrc import LocatedDict, YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
@@ -265,6 +266,13 @@ def _read_recommend(then, display, sink, rule_id):
         sink.error(location_of(body, "kind", display), "E003" if "kind" in body else "E004",
                    f"recommend.kind must be one of {', '.join(KINDS)}", rule=rule_id,
                    suggestion=did_you_mean(str(kind), KINDS) if kind else None)
+    if "precision" in body and body["precision"] not in PRECISIONS:
+        precision = body["precision"]
+        if isinstance(precision, str):
+            message, suggestion = f"unknown precision '{precision}'", did_you_mean(precision, PRECISIONS)
+        else:
+            message, suggestion = f"recommend.precision must be one of {', '.join(PRECISIONS)}", None
+        sink.error(location_of(body, "precision", display), "E003", message, rule=rule_id, suggestion=suggestion)
     for key in RECOMMEND_KEYS:
         if key not in body:
             continue

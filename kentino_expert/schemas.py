@@ -1,7 +1,7 @@
 """JSON Schemas for editors and tools: the rule files and the input facts."""
 from __future__ import annotations
 
-from .facts import Workload
+from .facts import PRECISIONS, Workload
 from .rulefile import KINDS, RECOMMEND_KEYS
 
 _EXPR = {"type": "string", "description": "an expression of the rule language"}
@@ -12,7 +12,7 @@ def _rule_schema() -> dict:
     recommend = {"type": "object", "additionalProperties": False,
                  "properties": {key: value for key in RECOMMEND_KEYS}, "required": ["kind"]}
     recommend["properties"]["kind"] = {"enum": list(KINDS)}
-    recommend["properties"]["precision"] = {"enum": ["bf16", "fp8", "int4"]}
+    recommend["properties"]["precision"] = {"enum": list(PRECISIONS)}
     return {
         "type": "object", "additionalProperties": False, "required": ["id", "heuristics", "when", "then"],
         "properties": {

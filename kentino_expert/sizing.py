@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .facts import PRECISIONS  # noqa: F401  (re-exported: the weight precisions sized below)
 from .knowledge import GpuSpec, Knowledge, ModelSpec
 from .scaling import calibrated_model
 
-PRECISIONS = ("bf16", "fp8", "int4")
 TRAINING_TASKS = ("lora", "qlora", "full-finetune", "pretraining")
 
 

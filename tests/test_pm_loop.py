@@ -65,6 +65,19 @@ class TestRulesCheck:
         assert "E105: rule id 'operations-tax' is already used" in out
         assert "E103: 'qlor' is not one of" in out and "(did you mean 'qlora'?)" in out
 
+    def test_misspelt_precision_is_located_with_a_suggestion(self, rules_copy):
+        """A recommend.precision outside bf16/fp8/int4 is an error at its column, with the closest precision."""
+        _edit(rules_copy / "flow.yaml", "recommend: {kind: single-node, precision: fp8, nodes: 1, tp: gpus_per_node}\n"
+              "    because: \"{params_b:g}B fits one", "recommend: {kind: single-node, precision: fp9, nodes: 1, tp: gpus_per_node}\n"
+              "    because: \"{params_b:g}B fits one")
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert result.exit_code == 2
+        rows = (rules_copy / "flow.yaml").read_text().splitlines()
+        line = next(i for i, row in enumerate(rows, 1) if "precision: fp9" in row)
+        column = rows[line - 1].index("fp9") + 1
+        assert (f"flow.yaml:{line}:{column}: E003: unknown precision 'fp9' (did you mean 'fp8'?) "
+                "[inference-fits-one-node]") in result.output
+
     def test_contradiction_unused_parameter_and_shadowing_are_warnings(self, rules_copy):
         """Dead rules, unused parameters and shadowed rules warn; --strict turns them into a failure."""
         _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    when: [gpu_nvlink == false, params_b > 5, params_b < 3]")
