@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import DecisionLogError, KentinoError
+from .groupcommit import GroupCommit
 
 DEFAULT_PATH = "kentino-decisions.db"
 SOURCES = ("http", "mcp", "cli")
@@ -105,8 +106,14 @@ class DecisionLog:
                "session_id": None if session_id is None else str(session_id), "turn": turn, "source": source,
                "facts": _json(_plain_facts(facts)), "answer": _json(dump), "kind": kind, "digest": digest,
                "engine": engine}
-        self._insert(row)
+        self._group_commit().commit(row)
         return row["decision_id"]
+
+    def _group_commit(self) -> GroupCommit:
+        committer = getattr(self, "_committer", None)
+        if committer is None:  # created lazily: subclasses need not call a base __init__
+            committer = self._committer = GroupCommit(self._insert_many)
+        return committer
 
     def get(self, decision_id: str) -> dict | None:
         """The decision with this id, or None."""
@@ -195,13 +202,13 @@ class SqliteDecisionLog(DecisionLog):
             raise DecisionLogError(f"decision log {self.path} is closed")
         return self._conn
 
-    def _insert(self, row: dict) -> None:
+    def _insert_many(self, rows: list[dict]) -> None:
         with self._lock:
             conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                             [row[c] for c in COLUMNS])
+                conn.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                                 [[row[c] for c in COLUMNS] for row in rows])
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 try:
@@ -285,15 +292,15 @@ class PostgresDecisionLog(DecisionLog):
                 raise DecisionLogError(f"decision log {self._safe_url()}: cannot reconnect: {str(exc).strip()}") from None
         return self._conn
 
-    def _insert(self, row: dict) -> None:
+    def _insert_many(self, rows: list[dict]) -> None:
         from psycopg.types.json import Jsonb
-        values = [Jsonb(json.loads(row[c])) if c in ("facts", "answer") else row[c] for c in COLUMNS]
+        values = [[Jsonb(json.loads(row[c])) if c in ("facts", "answer") else row[c] for c in COLUMNS] for row in rows]
         with self._lock:
             conn = self._connection()
             try:
-                with conn.transaction():
-                    conn.execute(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
-                                 values)
+                with conn.transaction(), conn.cursor() as cursor:
+                    cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES "
+                                       f"({', '.join(['%s'] * len(COLUMNS))})", values)
             except self._psycopg.Error as exc:
                 raise DecisionLogError(f"decision log {self._safe_url()}: decision not recorded: {str(exc).strip()}") from None
 
