@@ -281,8 +281,12 @@ def _scaling_figures(values, facts, gpu, gpus, link, knowledge):
     if "days_on_one_node" in values:
         values["days_on_plan"] = values["days_on_one_node"] / nodes / values["plan_efficiency"] * values["tp_efficiency_one_node"]
     if "proposed_nodes" in facts:
+        # The proposed build's own card (when it names one) sets the in-box link of its figures.
+        proposed_intra = intra
+        if "proposed_gpu" in facts:
+            proposed_intra = knowledge.link(knowledge.gpu(facts["proposed_gpu"]).intra_node_link)
         per_node = facts["proposed_gpus_per_node"]
         total = facts["proposed_nodes"] * per_node
         values["proposed_total_gpus"] = total
-        values["proposed_tp_efficiency"] = model.tp_efficiency(total, facts["proposed_nodes"], intra, link)
-        values["proposed_one_node_efficiency"] = model.tp_efficiency(total, 1, intra, None)
+        values["proposed_tp_efficiency"] = model.tp_efficiency(total, facts["proposed_nodes"], proposed_intra, link)
+        values["proposed_one_node_efficiency"] = model.tp_efficiency(total, 1, proposed_intra, None)

@@ -132,3 +132,21 @@ class TestScaling:
         per_node = max(1, gpus // nodes)
         assert MODEL.dp_efficiency(nodes, per_node, INTRA, faster) >= MODEL.tp_efficiency(nodes * per_node, nodes, INTRA, faster) - 1e-12
         assert math.isfinite(MODEL.plan_efficiency(nodes, per_node, INTRA, faster))
+
+
+class TestProposedBuildFigures:
+    """The proposed_* figures describe the build the customer proposed, on its own card."""
+
+    def test_proposed_gpu_sets_the_in_box_link(self):
+        """2 x 4 L40 (PCIe Gen4 P2P) proposed beside the default RTX Pro 6000 node: its TP figures use the L40's link."""
+        from kentino_expert.api import Expert
+        from kentino_expert.derive import derive
+        from kentino_expert.facts import validate_facts
+        expert = Expert()
+        facts = {"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 2, "gpus_per_node": 4, "gpu": "l40"}}
+        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
+        gen4, hdr = K.link("pcie-gen4-p2p"), K.link("hdr-200g-ib")
+        assert figures["gpu_memory_gb"].value == PRO.memory_gb  # the node itself is still the default card
+        assert figures["proposed_tp_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 2, gen4, hdr), rel=1e-5)
+        assert figures["proposed_one_node_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 1, gen4, None), rel=1e-5)
+        assert figures["proposed_one_node_efficiency"].value < MODEL.tp_efficiency(8, 1, INTRA, None)
