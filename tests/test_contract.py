@@ -42,6 +42,15 @@ def test_reference_scenario(scenario):
     assert set(expect.get("warnings", [])) <= {w.code for w in answer.warnings}
 
 
+@pytest.mark.parametrize("link", ["roce-100gbe", "eth-25gbe", "ndr-400g-ib"])
+def test_multi_node_summary_names_the_interconnect(link):
+    """A 70B full fine-tune's summary names the fabric it was planned on, never a hardcoded 'IB'."""
+    rec = EXPERT.recommend({"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": link}).recommendation
+    assert rec.kind == "multi-node-ib" and rec.interconnect == link
+    assert "IB" not in rec.summary
+    assert rec.summary.endswith(f"a {rec.nodes}-node cluster on {link}, TP inside each node, PP across.")
+
+
 def run(args, stdin=None):
     return CliRunner().invoke(main, args, input=stdin)
 
