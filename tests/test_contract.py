@@ -51,6 +51,14 @@ def test_multi_node_summary_names_the_interconnect(link):
     assert rec.summary.endswith(f"a {rec.nodes}-node cluster on {link}, TP inside each node, PP across.")
 
 
+@pytest.mark.parametrize("task,precision", [("qlora", "int4"), ("lora", "bf16")])
+def test_multi_node_training_precision_follows_the_task(task, precision):
+    """405B on 8 x RTX 5090 needs two nodes: QLoRA keeps its frozen 4-bit base at INT4, LoRA trains on BF16."""
+    rec = EXPERT.recommend({"task": task, "model": "llama-3.1-405b", "gpu": "rtx-5090"}).recommendation
+    assert rec.kind == "multi-node-ib" and rec.nodes >= 2
+    assert rec.precision == precision
+
+
 def run(args, stdin=None):
     return CliRunner().invoke(main, args, input=stdin)
 

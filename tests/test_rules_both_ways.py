@@ -39,6 +39,7 @@ NOT_FIRING = {
     "throughput-bound-replicas": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 1000}, "one node is enough"),
     "throughput-bound-replicas-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 3500}, "fits at FP8: FP8 replicas"),
     "training-beyond-one-node-needs-ib": ({"task": "full-finetune", "params_b": 13}, "fits one node"),
+    "qlora-beyond-one-node-needs-ib": ({"task": "qlora", "model": "llama-3.1-405b"}, "405B QLoRA fits 8 x Pro 6000"),
     "inference-beyond-one-node-and-throughput": ({"task": "batch-inference", "params_b": 2000}, "no throughput demand"),
     "inference-beyond-one-node": ({"task": "batch-inference", "params_b": 2000, "gpu": "l4"}, "needs more than 4 nodes: frontier"),
     "size-unknown-assume-one-node": ({"task": "inference", "params_b": 8}, "the size is known"),
