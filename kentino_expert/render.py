@@ -12,6 +12,15 @@ def _figure(value) -> str:
     return str(value)
 
 
+def _present(pairs) -> list[str]:
+    """`name=value` for each value the plan has; absent (None) values are left out."""
+    return [f"{name}={value}" for name, value in pairs if value is not None]
+
+
+def _blank(value) -> str:
+    return "" if value is None else str(value)
+
+
 def to_json(answer: Answer) -> str:
     return json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
@@ -19,13 +28,12 @@ def to_json(answer: Answer) -> str:
 def to_text(answer: Answer) -> str:
     rec = answer.recommendation
     lines = [f"{rec.kind.upper()}  ({answer.status})", rec.summary, ""]
-    plan = [f"nodes={rec.nodes}", f"gpus/node={rec.gpus_per_node}", f"gpu={rec.gpu}", f"precision={rec.precision}"]
-    if rec.replicas:
-        plan.append(f"replicas={rec.replicas}")
     par = rec.parallelism
-    plan.append(f"tp={par.tp} pp={par.pp} dp={par.dp}")
-    if rec.interconnect:
-        plan.append(f"interconnect={rec.interconnect}")
+    plan = _present([("nodes", rec.nodes), ("gpus/node", rec.gpus_per_node), ("gpu", rec.gpu),
+                     ("precision", rec.precision), ("replicas", rec.replicas)])
+    parallelism = " ".join(_present([("tp", par.tp), ("pp", par.pp), ("dp", par.dp)]))
+    plan += [parallelism] if parallelism else []
+    plan += _present([("interconnect", rec.interconnect)])
     lines += ["Plan: " + ", ".join(plan), ""]
     if answer.warnings:
         lines.append("Warnings:")
@@ -47,8 +55,9 @@ def to_markdown(answer: Answer) -> str:
     out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
            "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
            "|---|---|---|---|---|---|---|---|---|",
-           f"| {rec.nodes} | {rec.gpus_per_node} | {rec.gpu} | {rec.precision} | {rec.replicas or ''} | "
-           f"{rec.parallelism.tp or ''} | {rec.parallelism.pp or ''} | {rec.parallelism.dp or ''} | {rec.interconnect or ''} |", ""]
+           "| " + " | ".join(_blank(v) for v in (rec.nodes, rec.gpus_per_node, rec.gpu, rec.precision, rec.replicas,
+                                                 rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
+                                                 rec.interconnect)) + " |", ""]
     if answer.warnings:
         out += ["## Warnings", ""] + [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
     out += ["## Trace", "", "| # | rule | heuristics | where | because |", "|---|---|---|---|---|"]

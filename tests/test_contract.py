@@ -77,6 +77,14 @@ class TestCli:
         markdown = run(["recommend", str(ROOT / "examples/70b-chat.yaml"), "--format", "markdown"]).output
         assert markdown.startswith("# Recommendation: single-node")
 
+    def test_absent_plan_values_are_omitted(self):
+        """The 70B chat plan sets no PP or DP: the text plan leaves them out instead of printing None."""
+        for fmt in FORMATS:
+            result = run(["recommend", str(ROOT / "examples/70b-chat.yaml"), "--format", fmt])
+            assert result.exit_code == 0 and "None" not in result.output, fmt
+        text = run(["recommend", str(ROOT / "examples/70b-chat.yaml")]).output
+        assert "Plan: nodes=1, gpus/node=8, gpu=rtx-pro-6000, precision=fp8, tp=8\n" in text
+
     def test_stdin(self):
         """`-` reads the facts from standard input (JSON here)."""
         result = run(["recommend", "-", "--format", "json"], '{"task": "lora", "model": "llama-3.1-70b"}')
