@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .errors import InputError
+from .errors import InputError, Location
 from .yamlsrc import YamlSourceError, load_yaml
 
 Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
@@ -99,7 +99,7 @@ def _message_of(error: dict) -> str:
 def validate_facts(data) -> Workload:
     """Validate a mapping of facts; raise InputError naming the first bad field."""
     if not isinstance(data, dict):
-        kind = "nothing" if data is None else type(data).__name__
+        kind = "nothing" if data is None else "a list" if isinstance(data, list) else type(data).__name__
         raise InputError(f"expected a mapping of facts, got {kind}", field="facts")
     try:
         return Workload.model_validate(dict(data))
@@ -123,11 +123,15 @@ def read_facts(text: str, source: str = "<stdin>") -> Workload:
     if text.lstrip().startswith(("{", "[")):
         data = _json_facts(text, source)
     else:
-        try:
-            data = load_yaml(text, source)
-        except YamlSourceError as exc:
-            raise InputError(exc.message, location=exc.location) from None
+        data = _yaml_facts(text, source)
     return validate_facts(data)
+
+
+def _yaml_facts(text: str, source: str):
+    try:
+        return load_yaml(text, source)
+    except YamlSourceError as exc:
+        raise InputError(exc.message, location=exc.location) from None
 
 
 def _reject_constant(token: str):
@@ -147,5 +151,14 @@ def _json_facts(text: str, source: str):
         return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
     except RecursionError:
         raise InputError(f"{source}: JSON nests too deeply", field="facts") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
+        syntax = exc  # not JSON at all: it may be a YAML flow mapping such as {task: lora}
+    except ValueError as exc:  # JSON, but a duplicate key or NaN/Infinity
         raise InputError(f"{source}: invalid JSON: {exc}", field="facts") from None
+    try:
+        return load_yaml(text, source)
+    except YamlSourceError as exc:
+        yaml_problem = exc.message.removeprefix("YAML syntax error: ")
+        where = f" at {exc.location.line}:{exc.location.column}" if exc.location.line else ""
+        raise InputError(f"neither valid JSON ({syntax.msg}) nor valid YAML ({yaml_problem}{where})",
+                         field="facts", location=Location(source, syntax.lineno, syntax.colno)) from None

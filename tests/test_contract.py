@@ -111,6 +111,20 @@ class TestCli:
         assert result.stdout == ""
         assert field in result.stderr and "Traceback" not in result.stderr
 
+    def test_flow_style_yaml_is_read_as_yaml(self):
+        """A one-line YAML flow mapping starts with '{' like JSON; it is read as YAML when it is not JSON."""
+        result = CliRunner().invoke(main, ["recommend", "-", "--format", "json"], input="{task: lora, model: llama-3.1-70b}\n")
+        assert result.exit_code == 0, result.stderr
+        answer = json.loads(result.stdout)
+        assert answer["facts"]["model"] == "llama-3.1-70b" and answer["recommendation"]["kind"] == "single-node"
+
+    def test_neither_json_nor_yaml_is_located(self):
+        """Text that is neither JSON nor YAML gives one line naming both problems, at the JSON error's line:column."""
+        result = CliRunner().invoke(main, ["recommend", "-"], input='{"task": "lora", "model": [x}\n')
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith("error: <stdin>:1:")
+        assert "neither valid JSON (" in result.stderr and "nor valid YAML (" in result.stderr
+
     def test_did_you_mean(self):
         """A near miss of a catalog id suggests the id."""
         result = CliRunner().invoke(main, ["recommend", "-"], input="task: inference\nmodel: llama-3.1-7b\n")
