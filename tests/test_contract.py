@@ -59,6 +59,15 @@ def test_multi_node_training_precision_follows_the_task(task, precision):
     assert rec.precision == precision
 
 
+def test_research_scale_text_does_not_contradict_a_cluster():
+    """On a 70B full fine-tune that needs a cluster, the research-range step does not claim one node serves it."""
+    answer = EXPERT.recommend({"task": "full-finetune", "model": "llama-3.1-70b"})
+    assert answer.recommendation.nodes >= 2
+    step = next(s for s in answer.trace if s.rule == "research-scale-model")
+    assert "one node serves" not in step.because
+    assert "this workload's own size decides its plan" in step.because
+
+
 def run(args, stdin=None):
     return CliRunner().invoke(main, args, input=stdin)
 
