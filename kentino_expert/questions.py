@@ -24,7 +24,7 @@ def missing_facts(workload: Workload, ruleset) -> list[str]:
     for name, policy in ruleset.fact_policies.items():
         if name in known or not policy.tasks or workload.task not in policy.tasks:
             continue
-        if name == "model" and "params_b" in known:
+        if any(other in known for other in policy.answered_by):
             continue
         missing.append(name)
     return missing

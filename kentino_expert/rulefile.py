@@ -16,7 +16,7 @@ THEN_KEYS = ("conclude", "recommend", "warn")
 RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
 KINDS = ("single-node", "single-node-int4", "dp-replicas", "multi-node-ib", "frontier")
 PARAMETER_KEYS = ("value", "unit", "heuristics", "description")
-FACT_KEYS = ("description", "ask", "default", "tasks")
+FACT_KEYS = ("description", "ask", "default", "tasks", "answered_by")
 DEFAULT_KEYS = ("when", "value", "why")
 SPECIAL_FILES = ("parameters.yaml", "facts.yaml")
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -88,6 +88,7 @@ class FactPolicy:
     defaults: tuple[FactDefault, ...]
     location: Location
     tasks: tuple[str, ...] = ()
+    answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
 
 
 def expression_location(container, key, filename: str, text: str, offset: int) -> Location:
@@ -222,7 +223,13 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
             defaults.append(FactDefault(item["value"], str(item.get("why", "")), when, item_where))
         out[str(name)] = FactPolicy(str(name), _string(body, "description", display, sink),
                                     _string(body, "ask", display, sink), tuple(defaults), where,
-                                    _id_list(body, "tasks", display, sink))
+                                    _id_list(body, "tasks", display, sink), _id_list(body, "answered_by", display, sink))
+    for name, policy in out.items():
+        for other in policy.answered_by:
+            if other not in out or other == name:
+                sink.error(location_of(section[name], "answered_by", display), "E102",
+                           f"answered_by of '{name}' names '{other}', which is not another fact of this file",
+                           suggestion=did_you_mean(other, [n for n in out if n != name]))
     return out
 
 

@@ -39,7 +39,9 @@ def rules_schema() -> dict:
                "properties": {"when": _EXPR, "value": {}, "why": {"type": "string"}}}
     fact = {"type": "object", "additionalProperties": False, "properties": {
         "description": {"type": "string"}, "ask": {"type": "string"},
-        "tasks": {"type": "array", "items": {"type": "string"}}, "default": {"type": "array", "items": default}}}
+        "tasks": {"type": "array", "items": {"type": "string"}},
+        "answered_by": {"type": "array", "items": {"type": "string"}},
+        "default": {"type": "array", "items": default}}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Kentino Expert rule file",

@@ -78,6 +78,14 @@ class TestRulesCheck:
         assert (f"flow.yaml:{line}:{column}: E003: unknown precision 'fp9' (did you mean 'fp8'?) "
                 "[inference-fits-one-node]") in result.output
 
+    def test_answered_by_names_a_fact(self, rules_copy):
+        """A fact policy's answered_by that names no fact of facts.yaml is a located E102 with a suggestion."""
+        _edit(rules_copy / "facts.yaml", "answered_by: [qps]", "answered_by: [qsp]")
+        report = check_directory(rules_copy)
+        [found] = [d for d in report.errors if d.code == "E102"]
+        assert found.location.file == "rules/facts.yaml" and found.location.line > 0
+        assert "'qsp'" in found.message and found.suggestion == "qps"
+
     def test_contradiction_unused_parameter_and_shadowing_are_warnings(self, rules_copy):
         """Dead rules, unused parameters and shadowed rules warn; --strict turns them into a failure."""
         _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    when: [gpu_nvlink == false, params_b > 5, params_b < 3]")

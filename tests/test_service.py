@@ -77,6 +77,18 @@ def test_recommend_final_when_nothing_is_missing(client):
     assert body["status"] == "final" and body["questions"] == []
 
 
+@pytest.mark.parametrize("throughput", [{"qps": 20}, {"tokens_per_s": 3000}])
+def test_one_throughput_fact_is_enough(throughput):
+    """Inference with either qps or tokens_per_s (the other derived or not needed) is final, and the other is not asked."""
+    expert = Expert()
+    facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 32, "context_tokens": 8192,
+             "latency": "production", "tenancy": "single", **throughput}
+    assert missing_facts(validate_facts(facts), expert.ruleset) == []
+    assert expert.recommend(facts).status == "final"
+    assert {"qps", "tokens_per_s"} <= set(missing_facts(validate_facts({"task": "inference", "model": "llama-3.1-70b"}),
+                                                         expert.ruleset))
+
+
 def test_why_not_names_rule_condition_and_values(client):
     """Each kind not chosen is explained by a real rule, its failing conditions and the actual values."""
     body = client.post("/v1/recommend", json=CHAT).json()
