@@ -88,15 +88,26 @@ def describe_values(actual: dict, thresholds: dict) -> str:
     return "; ".join(parts)
 
 
-def _recommends(rule, kind: str) -> bool:
-    return any(key == "kind" and value == kind for key, value in rule.recommend)
+def _failed_conditions(rule, env: dict) -> list:
+    return [condition for condition in rule.source.when if not truth_of(condition.node, env)]
 
 
-def _failing(rule, env: dict, state: dict, params: dict) -> list[dict]:
+def _candidates_by_kind(ruleset) -> dict:
+    """Rules per kind they recommend, in the order they are tried (computed once per rule set)."""
+    cached = getattr(ruleset, "_why_not_candidates", None)
+    if cached is None:
+        cached = {}
+        for rule in ruleset.rules:
+            for key, value in rule.recommend:
+                if key == "kind" and isinstance(value, str):
+                    cached.setdefault(value, []).append(rule)
+        object.__setattr__(ruleset, "_why_not_candidates", cached)
+    return cached
+
+
+def _failing(conditions, state: dict, params: dict) -> list[dict]:
     out = []
-    for condition in rule.source.when:
-        if truth_of(condition.node, env):
-            continue
+    for condition in conditions:
         actual, thresholds = condition_values(condition.node, state, params)
         out.append({"condition": condition.text, "values": actual, "thresholds": thresholds,
                     "text": f"{condition.text} ({describe_values(actual, thresholds)})"
@@ -126,18 +137,20 @@ def why_not_from(expert, firings, state: dict) -> list[dict]:
     env = {**params, **state}
     chosen = state.get("recommended_kind")
     decider = _decider(ruleset, firings, state)
+    by_kind = _candidates_by_kind(ruleset)
     out = []
     for kind in KINDS:
         if kind == chosen:
             continue
-        candidates = [rule for rule in ruleset.rules if _recommends(rule, kind)]
+        candidates = by_kind.get(kind)
         if not candidates:
             out.append({"kind": kind, "rule": None, "failing": [], "preempted_by": None,
                         "text": f"{kind} was not chosen: no rule recommends it"})
             continue
-        scored = sorted(((len(f), rule.order, rule, f) for rule in candidates
-                         for f in [_failing(rule, env, state, params)]), key=lambda item: (item[0], item[1]))
-        _, _, rule, failing = scored[0]
+        # only the nearest rule is described: counting failures is cheap, describing them is not
+        _, _, rule, failed = min(((len(f), rule.order, rule, f) for rule in candidates
+                                  for f in [_failed_conditions(rule, env)]), key=lambda item: (item[0], item[1]))
+        failing = _failing(failed, state, params)
         item = {"kind": kind, "rule": rule.id, "priority": rule.priority, "file": rule.location.file,
                 "line": rule.location.line, "heuristics": list(rule.heuristics), "failing": failing,
                 "preempted_by": None}
