@@ -6,6 +6,7 @@ import json
 import threading
 from pathlib import Path
 
+from .answercache import DEFAULT_SIZE, AnswerCache
 from .compiler import RuleSet, compile_ruleset
 from .engine import DurableEngine
 from .facts import Workload, read_facts, validate_facts
@@ -17,13 +18,15 @@ from .reference import ReferenceEngine
 
 
 WHAT_IF_CACHE = 8192  # entries (~1 KB each): bounds the memory the what-if cache can take
+ANSWER_CACHE = DEFAULT_SIZE
 
 
 class Expert:
     """A loaded knowledge catalog + compiled rule set + engine backend."""
 
     def __init__(self, rules_dir: str | Path | None = None, knowledge_dir: str | Path | None = None,
-                 backend: str = "durable", what_if_cache: int = WHAT_IF_CACHE):
+                 backend: str = "durable", what_if_cache: int = WHAT_IF_CACHE,
+                 answer_cache: int = ANSWER_CACHE):
         self.knowledge_dir = Path(knowledge_dir or bundled("knowledge"))
         self.rules_dir = Path(rules_dir or bundled("rules"))
         self.knowledge: Knowledge = load_knowledge(self.knowledge_dir)
@@ -36,6 +39,7 @@ class Expert:
         knowledge, ruleset, engine = self.knowledge, self.ruleset, self.engine
         self._kind_of_key = functools.lru_cache(maxsize=what_if_cache)(
             lambda key: kind_reached(json.loads(key), knowledge, ruleset, engine))
+        self.answer_cache = AnswerCache(answer_cache)  # whole decisions, for the service
 
     def close(self) -> None:
         self.engine.close()

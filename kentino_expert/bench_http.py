@@ -1,13 +1,15 @@
 """The HTTP part of the benchmark: a real uvicorn on loopback under a bounded load that stops by itself."""
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
+import itertools
 import time
 from pathlib import Path
 
@@ -74,36 +76,85 @@ class Server:
             self.process.kill()
 
 
-def load(url: str, clients: int, requests: int, facts: dict, max_seconds: float = 120) -> dict:
-    """`clients` threads send `requests` POSTs in all (or stop at `max_seconds`)."""
-    latencies, errors, lock = [], [0], threading.Lock()
-    remaining = [requests]
+def _request_bytes(port: int, facts: dict) -> bytes:
+    body = json.dumps(facts).encode()
+    head = (f"POST /v1/recommend HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body
+
+
+async def _exchange(reader, writer, request: bytes) -> int:
+    """Send one request on a kept-alive connection and read the whole response; return its status."""
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return status
+
+
+async def _load(port: int, clients: int, requests: int, facts_for, max_seconds: float):
+    latencies, errors, issued = [], [0], [0]
     deadline = time.perf_counter() + max_seconds
 
-    def client():
-        with httpx.Client(base_url=url, timeout=30) as http:
-            while time.perf_counter() < deadline:
-                with lock:
-                    if remaining[0] <= 0:
-                        return
-                    remaining[0] -= 1
+    async def client():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while issued[0] < requests and time.perf_counter() < deadline:
+                index = issued[0]
+                issued[0] += 1
+                request = _request_bytes(port, facts_for(index))
                 start = time.perf_counter()
-                response = http.post("/v1/recommend", json=facts)
-                elapsed = (time.perf_counter() - start) * 1000
-                with lock:
-                    latencies.append(elapsed)
-                    errors[0] += response.status_code != 200
+                try:
+                    status = await _exchange(reader, writer, request)
+                except (OSError, asyncio.IncompleteReadError):
+                    errors[0] += 1
+                    return
+                latencies.append((time.perf_counter() - start) * 1000)
+                errors[0] += status != 200
+        finally:
+            writer.close()
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
     start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - start
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, errors[0], time.perf_counter() - start
+
+
+def load(port: int, clients: int, requests: int, facts_for, max_seconds: float = 120) -> dict:
+    """`clients` kept-alive connections send `requests` POSTs in all, then stop (or at `max_seconds`).
+
+    One asyncio thread with raw HTTP/1.1 keeps the load generator's own CPU small (a thread per
+    client with an HTTP library took as much CPU as the server on a two-core machine).
+    """
+    latencies, errors, wall = asyncio.run(_load(port, clients, requests, facts_for, max_seconds))
     latencies.sort()
-    return {"clients": clients, "requests": len(latencies), "errors": errors[0], "rps": len(latencies) / wall,
-            "p50_ms": statistics.median(latencies), "p99_ms": latencies[int(len(latencies) * 0.99) - 1]}
+    return {"clients": clients, "requests": len(latencies), "errors": errors, "rps": len(latencies) / wall,
+            "p50_ms": statistics.median(latencies) if latencies else float("nan"),
+            "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] if latencies else float("nan")}
+
+
+_UNIQUE = itertools.count(4096)
+
+
+def unique_chat(index: int) -> dict:
+    """A first turn no earlier request of the run asked: its what-if probes miss the cache."""
+    return {**CHAT, "context_tokens": next(_UNIQUE)}
+
+
+def final_facts(index: int) -> dict:
+    """Every fact known: no questions, status final."""
+    return FINAL
+
+
+def chat_facts(index: int) -> dict:
+    """A conversation's first turn, the same each time (its what-if probes hit the cache)."""
+    return CHAT
+
+
+FACT_MIXES = {"final": final_facts, "chat": chat_facts, "chat-unique": unique_chat}
 
 
 def http_section(quick: bool = False) -> list[dict]:
@@ -112,8 +163,8 @@ def http_section(quick: bool = False) -> list[dict]:
         server = Server(workers)
         try:
             for clients in (1, 16, 64):
-                for name, facts in (("final", FINAL), ("chat", CHAT)):
-                    row = load(server.url, clients, 100 if quick else 1000, facts)
+                for name, facts_for in FACT_MIXES.items():
+                    row = load(server.port, clients, 100 if quick else 2000, facts_for)
                     rows.append({"workers": workers, "facts": name, **row, "server_rss_mb": _rss_mb(server.process.pid)})
         finally:
             server.stop()

@@ -58,7 +58,7 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
     """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
     import uvicorn
 
-    from .service import create_app
+    from .service import create_app, tune_gc_for_serving
     _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
@@ -66,6 +66,7 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
             app = create_app(log=log, rules_dir=rules_dir, knowledge_dir=knowledge_dir)
         except KentinoError as exc:
             raise UserError(str(exc)) from None
+        tune_gc_for_serving()
         uvicorn.run(app, host=host, port=port, log_level=log_level)
         return
     log.close()

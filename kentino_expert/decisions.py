@@ -15,6 +15,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import fastjson
 from .errors import DecisionLogError, KentinoError
 from .groupcommit import GroupCommit
 
@@ -64,7 +65,7 @@ def _plain_facts(facts):
 
 def _json(value) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=False)
+        return fastjson.dumps(value)
     except (TypeError, ValueError) as exc:
         raise DecisionLogError(f"cannot record a decision whose data is not JSON: {exc}") from None
 
@@ -332,6 +333,13 @@ def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None,
     The decision is committed to `log` (when one is given) before this returns; the response is
     {decision_id, status, questions, why_not, **answer}.
     """
+    raw, logged, body = evaluate_decision(expert, facts)
+    decision_id = log.record(raw, logged, source, session_id=session_id, turn=turn) if log is not None else None
+    return respond(decision_id, body)
+
+
+def evaluate_decision(expert, facts) -> tuple[dict, dict, dict]:
+    """(facts as given, the answer to log, the response body without its id): all of deciding but the write."""
     from .facts import Workload, validate_facts
     from .questions import rank_questions
     from .whynot import why_not_from
@@ -339,12 +347,17 @@ def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None,
     answer, firings, final = expert.recommend_traced(workload)
     questions = rank_questions(expert, workload, answer.recommendation.kind)
     not_chosen = why_not_from(expert, firings, final)
-    body = answer.model_dump(mode="json")  # once: the log and the response share it
+    logged = answer.model_dump(mode="json")  # once: the log and the response share it
     raw = facts.known() if isinstance(facts, Workload) else dict(facts)
-    decision_id = log.record(raw, body, source, session_id=session_id, turn=turn) if log is not None else None
-    body["status"] = "provisional" if questions else "final"
-    return {"decision_id": decision_id, "status": body["status"], "questions": questions, "why_not": not_chosen,
-            **{k: v for k, v in body.items() if k != "status"}}
+    status = "provisional" if questions else "final"
+    body = {"status": status, "questions": questions, "why_not": not_chosen,
+            **{k: v for k, v in logged.items() if k != "status"}}
+    return raw, logged, body
+
+
+def respond(decision_id: str | None, body: dict) -> dict:
+    """The response: the decision id first, then the body."""
+    return {"decision_id": decision_id, **body}
 
 
 _COMPARED = ("kind", "nodes", "gpus_per_node", "gpu", "precision", "replicas", "interconnect", "parallelism")

@@ -1,9 +1,11 @@
 """From validated facts to the flat state the rules see: defaults applied, then every sizing figure."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import sizing
+from .errors import EngineError
 from .evaluate import truth_of
 from .facts import INFERENCE_TASKS, PRECISIONS, TASKS, Workload
 from .knowledge import GpuSpec, Knowledge, LinkSpec, ModelSpec
@@ -193,6 +195,8 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
 
 def _round(value):
     if isinstance(value, float):
+        if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
+            raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
         return float(f"{value:.6g}")
     return value
 

@@ -10,8 +10,7 @@ bad input is a 422 whose detail names the field.
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
+import gc
 import logging
 import os
 import signal
@@ -26,36 +25,22 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import fastjson
 from .errors import DecisionLogError, EngineError, InputError, KentinoError, RuleFileError
+from .service_io import (MAX_BODY, BadRequest, facts_schema_for, input_error_message, parse_body, read_limited,  # noqa: F401
+                         request_schema, split_meta, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
 
-MAX_BODY = 1_000_000
-META_KEYS = ("session_id", "turn")
-TOOL_NAME = "kentino_recommend"
-TOOL_DESCRIPTION = (
-    "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
-    "InfiniBand cluster, or frontier-scale) for an AI workload, with the reasons, the rules that fired, "
-    "and the questions still worth asking. Only `task` is required; give every other fact you know.")
+class FastJSONResponse(JSONResponse):
+    """A JSONResponse written by orjson when it is installed (the answers are ~12 KB each)."""
 
-
-class BadRequest(Exception):
-    """A client mistake, answered with 422 and the field it concerns."""
-
-    def __init__(self, field: str | None, message: str, status: int = 422):
-        super().__init__(message)
-        self.field, self.message, self.status = field, message, status
+    def render(self, content) -> bytes:
+        return fastjson.dumps_bytes(content)
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
     return JSONResponse({"detail": [{"field": field, "message": message}], **extra}, status_code=status)
-
-
-def input_error_message(exc: KentinoError) -> str:
-    text = exc.message
-    if exc.suggestion:
-        text += f" (did you mean '{exc.suggestion}'?)"
-    return text
 
 
 # -- the expert, swapped atomically ---------------------------------------------------------------
@@ -128,130 +113,6 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
              "message": exc.message, "rule": None, "suggestion": exc.suggestion}]
 
 
-# -- request parsing --------------------------------------------------------------------------------
-
-def _reject_constant(token):
-    raise ValueError(f"{token} is not a number")
-
-
-def parse_body(raw: bytes):
-    """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, bounded nesting."""
-    if not raw.strip():
-        raise BadRequest("facts", "empty body: expected a JSON object of facts such as {\"task\": \"inference\"}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("facts", "the body is not UTF-8 text") from None
-
-    def no_duplicates(pairs):
-        out = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"duplicate key '{key}'")
-            out[key] = value
-        return out
-
-    try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
-    except RecursionError:
-        raise BadRequest("facts", "the JSON nests too deeply") from None
-    except ValueError as exc:
-        if "integer string conversion" in str(exc):
-            raise BadRequest("facts", "invalid JSON: a number has more than 4300 digits") from None
-        raise BadRequest("facts", f"invalid JSON: {exc}") from None
-
-
-def split_meta(data, query) -> tuple[dict, str | None, int | None]:
-    """(facts, session_id, turn): the meta keys come from the body's top level or the query string."""
-    if not isinstance(data, dict):
-        kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
-                                            int: "a number", float: "a number"}.get(type(data), type(data).__name__)
-        raise BadRequest("facts", f"expected a JSON object of facts, got {kind}")
-    facts = {k: v for k, v in data.items() if k not in META_KEYS}
-    session_id = data.get("session_id", query.get("session_id"))
-    turn = data.get("turn", query.get("turn"))
-    if session_id is not None:
-        if isinstance(session_id, bool) or not isinstance(session_id, (str, int)):
-            raise BadRequest("session_id", "must be a string")
-        session_id = str(session_id)
-        if not session_id or len(session_id) > 200:
-            raise BadRequest("session_id", "must be 1 to 200 characters")
-    if turn is not None:
-        if isinstance(turn, str) and turn.strip().lstrip("-").isdigit() and len(turn.strip()) < 12:
-            turn = int(turn)
-        if isinstance(turn, bool) or not isinstance(turn, int):
-            raise BadRequest("turn", "must be an integer")
-        if not 0 <= turn <= 1_000_000_000:
-            raise BadRequest("turn", "must be between 0 and 1000000000")
-    return facts, session_id, turn
-
-
-async def read_limited(request: Request) -> bytes:
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > MAX_BODY:
-        raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-# -- schemas ----------------------------------------------------------------------------------------
-
-def inline_refs(schema: dict) -> dict:
-    """The schema with every local $ref replaced by its definition (LLM tool formats want no $defs)."""
-    schema = copy.deepcopy(schema)
-    defs = schema.pop("$defs", {})
-
-    def walk(node, depth=0):
-        if depth > 20:
-            return node
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
-                merged = {**walk(copy.deepcopy(defs[ref[8:]]), depth + 1),
-                          **{k: walk(v, depth + 1) for k, v in node.items() if k != "$ref"}}
-                return merged
-            return {k: walk(v, depth + 1) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v, depth + 1) for v in node]
-        return node
-
-    return walk(schema)
-
-
-def facts_schema_for(ruleset) -> dict:
-    """JSON Schema of the facts, each property with its description and the question to ask (`x-ask`)."""
-    from .schemas import facts_schema
-    schema = facts_schema(ruleset)
-    schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
-    build = schema.get("$defs", {}).get("ProposedBuild")
-    policy = ruleset.fact_policies.get("proposed_build")
-    if build is not None and policy is not None:
-        schema["properties"]["proposed_build"].setdefault("description", policy.description)
-    return schema
-
-
-def tool_definition(ruleset) -> dict:
-    schema = inline_refs(facts_schema_for(ruleset))
-    schema.pop("title", None)
-    schema.pop("$schema", None)
-    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
-
-
-def _request_schema() -> dict:
-    from .facts import Workload
-    schema = inline_refs(Workload.model_json_schema())
-    schema["properties"]["session_id"] = {"type": "string", "maxLength": 200,
-                                          "description": "Conversation id (stripped before validation)."}
-    schema["properties"]["turn"] = {"type": "integer", "minimum": 0,
-                                    "description": "Turn of the conversation (stripped before validation)."}
-    return schema
-
-
 # -- the app ----------------------------------------------------------------------------------------
 
 def _default_factory(rules_dir=None, knowledge_dir=None):
@@ -266,7 +127,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                reload_file: str | None = None, admin_token: str | None = None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
     DecisionLog (default: DecisionLog.open(db), i.e. KENTINO_DB or ./kentino-decisions.db)."""
-    from .decisions import DecisionLog, decide
+    from .decisions import DecisionLog, respond
     factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
     holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else DecisionLog.open(db)
@@ -337,7 +198,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     # -- endpoints
     @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": _request_schema()}}}},
+                  "schema": request_schema()}}}},
               responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
                          422: {"description": "{detail: [{field, message}]}"},
                          503: {"description": "the decision log cannot be written"}})
@@ -345,8 +206,11 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
         data = parse_body(await read_limited(request))
         facts, session_id, turn = split_meta(data, request.query_params)
         expert = holder.current()  # one snapshot for the whole decision
-        body = await run_in_threadpool(_decide_checked, decide, expert, decision_log, facts, session_id, turn)
-        return JSONResponse(body)
+        # deciding is pure CPU: done on the event loop, it does not fight worker threads for the GIL;
+        # only the commit, which waits on the disk, goes to a thread (where concurrent ones group)
+        raw, logged, body = expert.answer_cache.get(facts, lambda given: _evaluate_checked(expert, given))
+        decision_id = await run_in_threadpool(decision_log.record, raw, logged, "http", session_id, turn)
+        return FastJSONResponse(respond(decision_id, body))
 
     @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)")
     def schema_facts(format: str = "json-schema"):
@@ -426,10 +290,11 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     return app
 
 
-def _decide_checked(decide, expert, decision_log, facts, session_id, turn):
-    """decide(), with failures of the arithmetic on extreme (but valid) facts reported as the client's 422."""
+def _evaluate_checked(expert, facts):
+    """evaluate_decision(), with failures of the arithmetic on extreme (but valid) facts reported as the client's 422."""
+    from .decisions import evaluate_decision
     try:
-        return decide(expert, decision_log, facts, "http", session_id=session_id, turn=turn)
+        return evaluate_decision(expert, facts)
     except (KentinoError, BadRequest):
         raise
     except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
@@ -448,12 +313,26 @@ def _version() -> str:
     return __version__
 
 
+def tune_gc_for_serving(gen0: int = 20_000) -> None:
+    """Fewer, cheaper collections in a serving process (measured: p99 at 16 clients 48 -> 35 ms).
+
+    Everything loaded so far (rules, catalog, libraries) is frozen out of the collector's scans,
+    and the youngest generation is collected every `gen0` allocations instead of 700: a request
+    allocates thousands of short-lived objects, almost none of them in cycles.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(gen0, 50, 100)
+
+
 def app_from_env() -> FastAPI:
     """Factory for `uvicorn --factory kentino_expert.service:app_from_env` (and --workers > 1).
 
     Reads KENTINO_RULES, KENTINO_KNOWLEDGE, KENTINO_DB and KENTINO_RELOAD_FILE.
     """
-    return create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
-                      knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,
-                      db=os.environ.get("KENTINO_DB") or None,
-                      reload_file=os.environ.get("KENTINO_RELOAD_FILE") or None)
+    app = create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
+                     knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,
+                     db=os.environ.get("KENTINO_DB") or None,
+                     reload_file=os.environ.get("KENTINO_RELOAD_FILE") or None)
+    tune_gc_for_serving()
+    return app

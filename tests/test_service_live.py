@@ -160,3 +160,95 @@ def test_sighup_reload_refuses_broken_rules(tmp_path):
         assert after["ruleset"]["digest"] == reloaded["digest"]
     finally:
         _stop(process)
+
+
+def _serve_workers(tmp_path, workers: int, rules):
+    """`kentino-expert serve --workers N` on a free port; returns (process, base URL)."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
+         "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("server did not become ready within 60 s")
+
+
+def _decider(answer: dict) -> str:
+    return next(step["rule"] for step in answer["trace"] if step["concluded"].get("recommended_kind"))
+
+
+def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
+    """A reload mid-load (two workers): every request answered, each wholly by the old or the new rules."""
+    from kentino_expert.api import Expert
+    old_rules, new_rules = tmp_path / "old", tmp_path / "rules"
+    shutil.copytree(bundled("rules"), old_rules)
+    shutil.copytree(bundled("rules"), new_rules)
+    facts = {"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 150000}
+    params = new_rules / "parameters.yaml"
+    edited = params.read_text().replace("hyperscale_qps:\n    value: 100000", "hyperscale_qps:\n    value: 200000")
+    assert edited != params.read_text(), "the hyperscale_qps parameter moved: update this test"
+    expected = {}
+    for directory in (old_rules, None):
+        if directory is None:
+            params.write_text(edited)
+            directory = new_rules
+        expert = Expert(directory)
+        answer = expert.recommend(facts).model_dump(mode="json")
+        expected[answer["ruleset"]["digest"]] = (_decider(answer), answer["recommendation"])
+        expert.close()
+    params.write_text(old_rules.joinpath("parameters.yaml").read_text())
+    assert len({rule for rule, _ in expected.values()}) == 2, "the edit must change the deciding rule"
+
+    process, base = _serve_workers(tmp_path, 2, new_rules)
+    answers, failures, stop = [], [], threading.Event()
+
+    def client():
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for _ in range(MAX_REQUESTS_PER_THREAD):
+                if stop.is_set():
+                    return
+                try:
+                    response = http.post("/v1/recommend", json=facts)
+                except httpx.HTTPError as exc:
+                    failures.append(repr(exc))
+                    continue
+                (answers if response.status_code == 200 else failures).append(
+                    response.json() if response.status_code == 200 else response.text)
+
+    try:
+        threads = [threading.Thread(target=client) for _ in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        params.write_text(edited)
+        reload = httpx.post(f"{base}/v1/admin/reload", timeout=30)
+        assert reload.status_code == 200, reload.text
+        time.sleep(1.5)  # the other worker picks the reload up on its next request
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=MAX_LOAD_SECONDS)
+        assert not failures, failures[:3]
+        seen = {}
+        for answer in answers:
+            digest = answer["ruleset"]["digest"]
+            assert digest in expected, f"a digest no rule set on disk has: {digest}"
+            rule, recommendation = expected[digest]
+            assert _decider(answer) == rule and answer["recommendation"] == recommendation
+            seen[digest] = seen.get(digest, 0) + 1
+        assert len(seen) == 2, f"the load did not straddle the reload: {seen}"
+        with sqlite3.connect(tmp_path / "reload.db") as db:
+            logged = dict(db.execute("SELECT decision_id, digest FROM decisions").fetchall())
+        assert all(logged[a["decision_id"]] == a["ruleset"]["digest"] for a in answers)
+    finally:
+        _stop(process)

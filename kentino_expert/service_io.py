@@ -1,0 +1,156 @@
+"""The service's edges: strict parsing of request bodies, and the facts schema as JSON Schema and LLM tool."""
+from __future__ import annotations
+
+import copy
+import json
+
+from starlette.requests import Request
+
+from .errors import KentinoError
+
+MAX_BODY = 1_000_000
+META_KEYS = ("session_id", "turn")
+TOOL_NAME = "kentino_recommend"
+TOOL_DESCRIPTION = (
+    "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
+    "InfiniBand cluster, or frontier-scale) for an AI workload, with the reasons, the rules that fired, "
+    "and the questions still worth asking. Only `task` is required; give every other fact you know.")
+
+
+class BadRequest(Exception):
+    """A client mistake, answered with 422 and the field it concerns."""
+
+    def __init__(self, field: str | None, message: str, status: int = 422):
+        super().__init__(message)
+        self.field, self.message, self.status = field, message, status
+
+
+def input_error_message(exc: KentinoError) -> str:
+    text = exc.message
+    if exc.suggestion:
+        text += f" (did you mean '{exc.suggestion}'?)"
+    return text
+
+
+# -- request parsing --------------------------------------------------------------------------------
+
+def _reject_constant(token):
+    raise ValueError(f"{token} is not a number")
+
+
+def parse_body(raw: bytes):
+    """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, bounded nesting."""
+    if not raw.strip():
+        raise BadRequest("facts", "empty body: expected a JSON object of facts such as {\"task\": \"inference\"}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("facts", "the body is not UTF-8 text") from None
+
+    def no_duplicates(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate key '{key}'")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise BadRequest("facts", "the JSON nests too deeply") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise BadRequest("facts", "invalid JSON: a number has more than 4300 digits") from None
+        raise BadRequest("facts", f"invalid JSON: {exc}") from None
+
+
+def split_meta(data, query) -> tuple[dict, str | None, int | None]:
+    """(facts, session_id, turn): the meta keys come from the body's top level or the query string."""
+    if not isinstance(data, dict):
+        kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
+                                            int: "a number", float: "a number"}.get(type(data), type(data).__name__)
+        raise BadRequest("facts", f"expected a JSON object of facts, got {kind}")
+    facts = {k: v for k, v in data.items() if k not in META_KEYS}
+    session_id = data.get("session_id", query.get("session_id"))
+    turn = data.get("turn", query.get("turn"))
+    if session_id is not None:
+        if isinstance(session_id, bool) or not isinstance(session_id, (str, int)):
+            raise BadRequest("session_id", "must be a string")
+        session_id = str(session_id)
+        if not session_id or len(session_id) > 200:
+            raise BadRequest("session_id", "must be 1 to 200 characters")
+    if turn is not None:
+        if isinstance(turn, str) and turn.strip().lstrip("-").isdigit() and len(turn.strip()) < 12:
+            turn = int(turn)
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            raise BadRequest("turn", "must be an integer")
+        if not 0 <= turn <= 1_000_000_000:
+            raise BadRequest("turn", "must be between 0 and 1000000000")
+    return facts, session_id, turn
+
+
+async def read_limited(request: Request) -> bytes:
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > MAX_BODY:
+        raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# -- schemas ----------------------------------------------------------------------------------------
+
+def inline_refs(schema: dict) -> dict:
+    """The schema with every local $ref replaced by its definition (LLM tool formats want no $defs)."""
+    schema = copy.deepcopy(schema)
+    defs = schema.pop("$defs", {})
+
+    def walk(node, depth=0):
+        if depth > 20:
+            return node
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+                merged = {**walk(copy.deepcopy(defs[ref[8:]]), depth + 1),
+                          **{k: walk(v, depth + 1) for k, v in node.items() if k != "$ref"}}
+                return merged
+            return {k: walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, depth + 1) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def facts_schema_for(ruleset) -> dict:
+    """JSON Schema of the facts, each property with its description and the question to ask (`x-ask`)."""
+    from .schemas import facts_schema
+    schema = facts_schema(ruleset)
+    schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
+    build = schema.get("$defs", {}).get("ProposedBuild")
+    policy = ruleset.fact_policies.get("proposed_build")
+    if build is not None and policy is not None:
+        schema["properties"]["proposed_build"].setdefault("description", policy.description)
+    return schema
+
+
+def tool_definition(ruleset) -> dict:
+    schema = inline_refs(facts_schema_for(ruleset))
+    schema.pop("title", None)
+    schema.pop("$schema", None)
+    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
+
+
+def request_schema() -> dict:
+    from .facts import Workload
+    schema = inline_refs(Workload.model_json_schema())
+    schema["properties"]["session_id"] = {"type": "string", "maxLength": 200,
+                                          "description": "Conversation id (stripped before validation)."}
+    schema["properties"]["turn"] = {"type": "integer", "minimum": 0,
+                                    "description": "Turn of the conversation (stripped before validation)."}
+    return schema

@@ -1,0 +1,82 @@
+"""The per-Expert caches: what-if kinds and whole decisions give exactly what a fresh evaluation gives."""
+from __future__ import annotations
+
+import pytest
+
+from kentino_expert.answercache import AnswerCache
+from kentino_expert.api import Expert, kind_reached
+from kentino_expert.errors import InputError
+
+FACTS = [
+    {"task": "inference", "model": "llama-3.1-70b"},
+    {"task": "inference", "model": "llama-3.1-405b", "latency": "interactive", "concurrency": 64},
+    {"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": "roce-100gbe"},
+    {"task": "qlora", "model": "llama-3.1-405b"},
+]
+
+
+@pytest.fixture(scope="module")
+def expert():
+    made = Expert()
+    yield made
+    made.close()
+
+
+class TestAnswerCache:
+    """AnswerCache is a bounded LRU that never caches an error."""
+
+    def test_repeat_is_a_hit_and_equal(self):
+        """The second call with equal facts (in any key order) returns the first result without evaluating."""
+        calls = []
+        cache = AnswerCache(4)
+        first = cache.get({"a": 1, "b": 2}, lambda f: calls.append(f) or ("result", len(calls)))
+        second = cache.get({"b": 2, "a": 1}, lambda f: calls.append(f) or ("result", len(calls)))
+        assert first == second == ("result", 1) and len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
+
+    def test_least_recently_used_is_evicted(self):
+        """Past its size the cache drops the entry used longest ago, and keeps the one just used."""
+        cache = AnswerCache(2)
+        for key in ("x", "y"):
+            cache.get({"k": key}, lambda f: f["k"])
+        cache.get({"k": "x"}, lambda f: "recomputed")  # x is now the most recent
+        cache.get({"k": "z"}, lambda f: f["k"])
+        assert len(cache) == 2
+        assert cache.get({"k": "x"}, lambda f: "recomputed") == "x"
+        assert cache.get({"k": "y"}, lambda f: "recomputed") == "recomputed"
+
+    def test_errors_are_not_cached(self):
+        """A failing evaluation raises every time: a fixed rule set or knowledge is not masked."""
+        cache, calls = AnswerCache(4), []
+
+        def failing(facts):
+            calls.append(facts)
+            raise InputError("bad", field="task")
+
+        for _ in range(2):
+            with pytest.raises(InputError):
+                cache.get({"task": "nope"}, failing)
+        assert len(calls) == 2 and len(cache) == 0
+
+    def test_size_zero_disables(self):
+        """With size 0 every call evaluates."""
+        cache, calls = AnswerCache(0), []
+        for _ in range(3):
+            cache.get({"a": 1}, lambda f: calls.append(1))
+        assert len(calls) == 3
+
+
+class TestWhatIfCache:
+    """Expert.kind_of (cached) agrees with an uncached evaluation, whatever the key order."""
+
+    @pytest.mark.parametrize("facts", FACTS)
+    def test_cached_kind_matches_fresh(self, expert, facts):
+        """kind_of twice equals kind_reached on the same facts, and equals the full recommendation's kind."""
+        fresh = kind_reached(facts, expert.knowledge, expert.ruleset, expert.engine)
+        assert expert.kind_of(facts) == expert.kind_of(dict(reversed(list(facts.items())))) == fresh
+        assert fresh == expert.recommend(facts).recommendation.kind
+
+    def test_bad_facts_raise_each_time(self, expert):
+        """Facts that do not validate raise; nothing is cached for them."""
+        for _ in range(2):
+            with pytest.raises(InputError):
+                expert.kind_of({"task": "inference", "concurrency": -1})
