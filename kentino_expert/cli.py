@@ -207,6 +207,15 @@ def rules_docs(outdir, rules_dir, knowledge_dir):
     click.echo(f"wrote {len(written)} pages to {outdir}")
 
 
+@rules_group.command("examples")
+@rules_option
+@knowledge_option
+def rules_examples(rules_dir, knowledge_dir):
+    """Print a scenario file that checks each rule's `example` fires the rule."""
+    from .docs import rule_examples_yaml
+    click.echo(rule_examples_yaml(_expert(rules_dir, knowledge_dir).ruleset), nl=False)
+
+
 @main.command("schema")
 @click.argument("which", type=click.Choice(["rules", "facts"]))
 @rules_option

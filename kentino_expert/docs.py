@@ -121,3 +121,29 @@ def write_docs(expert, outdir) -> list[Path]:
         (root / name).write_text(text, encoding="utf-8")
         written.append(root / name)
     return written
+
+
+EXAMPLES_HEADER = ("# Each rule's documented `example` workload must fire that rule (kept in step with the rule files:\n"
+                   "# `kentino-expert test` fails when an edit stops an example from firing its rule).\n"
+                   "# Generated: `kentino-expert rules examples > tests/scenarios/rule-examples.yaml`.\n")
+
+
+def _flow(value) -> str:
+    import yaml
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip().removesuffix("\n...").strip()
+
+
+def rule_examples_yaml(ruleset) -> str:
+    """A scenario file with one scenario per rule `example`: the workload must fire that rule."""
+    out = [EXAMPLES_HEADER]
+    for rule in ruleset.rules:
+        example = rule.source.example
+        if not example:
+            continue
+        out.append(f"- name: example of {rule.id}\n")
+        if any(isinstance(v, dict) for v in example.values()):
+            out.append("  facts:\n" + "".join(f"    {k}: {_flow(v)}\n" for k, v in example.items()))
+        else:
+            out.append(f"  facts: {_flow(example)}\n")
+        out.append(f"  expect:\n    rules: [{rule.id}]\n")
+    return "".join(out)

@@ -228,6 +228,12 @@ class TestDiff:
 class TestRulePages:
     """Rule pages are generated from the rule files and kept in the repo."""
 
+    def test_rule_examples_scenarios_are_current(self):
+        """tests/scenarios/rule-examples.yaml equals `kentino-expert rules examples` (regenerate after editing rules)."""
+        from kentino_expert.docs import rule_examples_yaml
+        stored = (ROOT / "tests" / "scenarios" / "rule-examples.yaml").read_text()
+        assert stored == rule_examples_yaml(Expert().ruleset)
+
     def test_docs_are_current(self, tmp_path):
         """docs/rules/ equals a fresh generation (run `kentino-expert rules docs docs/rules` after editing rules)."""
         write_docs(Expert(), tmp_path)

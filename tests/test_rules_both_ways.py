@@ -24,6 +24,7 @@ NOT_FIRING = {
     "research-scale-model": ({"task": "inference", "model": "llama-3.1-405b"}, "405.9B is above 72.7B"),
     "single-tenant-moderate-concurrency": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 200, "tenancy": "single"}, "200 > 64"),
     "pretraining-70b-plus-is-frontier": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "15T"}, "8B < 70B"),
+    "beyond-cliff-beyond-an-ib-cluster": ({"task": "inference", "params_b": 1810}, "a 4-node unit is an IB cluster Kentino builds"),
     "full-finetune-beyond-an-ib-cluster": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "2 nodes <= 4"),
     "full-finetune-70b-plus-needs-ib-cluster": ({"task": "full-finetune", "params_b": 13}, "13B < 70B"),
     "beyond-cliff-at-production-latency-and-throughput": ({"task": "inference", "model": "llama-3.1-405b", "tokens_per_s": 100}, "one unit sustains it"),
