@@ -226,7 +226,8 @@ def schema_command(which, rules_dir, knowledge_dir):
     if which == "rules":
         click.echo(json.dumps(rules_schema(), indent=2))
     else:
-        click.echo(json.dumps(facts_schema(_expert(rules_dir, knowledge_dir).ruleset), indent=2))
+        expert = _expert(rules_dir, knowledge_dir)
+        click.echo(json.dumps(facts_schema(expert.ruleset, expert.knowledge), indent=2))
 
 
 def _attach_service_commands() -> None:

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from .errors import InputError, Location
 from .yamlsrc import YamlSourceError, load_yaml
@@ -42,7 +42,12 @@ def parse_token_count(value):
     return number
 
 
-TokenCount = Annotated[float, BeforeValidator(parse_token_count)]
+TOKEN_COUNT_SCHEMA = {
+    "anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TOKENS},
+              {"type": "string", "pattern": _COUNT.pattern, "maxLength": 200}],
+    "description": "A token count: a number, or a string with a k/M/B/T suffix such as 300B or 15T.",
+}
+TokenCount = Annotated[float, BeforeValidator(parse_token_count), WithJsonSchema(TOKEN_COUNT_SCHEMA)]
 _STRICT = ConfigDict(frozen=True, extra="forbid", str_max_length=200, allow_inf_nan=False)
 
 

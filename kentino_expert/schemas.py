@@ -52,8 +52,12 @@ def rules_schema() -> dict:
     }
 
 
-def facts_schema(ruleset=None) -> dict:
-    """The input contract as JSON Schema, with the question to ask for each fact (`x-ask`)."""
+def facts_schema(ruleset=None, knowledge=None) -> dict:
+    """The input contract as JSON Schema, with the question to ask for each fact (`x-ask`).
+
+    With a knowledge catalog, `model`, `gpu`, `interconnect` and `proposed_build.gpu` list the
+    catalog's ids and aliases (`enum`): an editor or an LLM tool then offers only names that resolve.
+    """
     schema = Workload.model_json_schema()
     schema["title"] = "Kentino Expert workload facts"
     if ruleset is not None:
@@ -62,4 +66,22 @@ def facts_schema(ruleset=None) -> dict:
             if policy:
                 prop.setdefault("description", policy.description)
                 prop["x-ask"] = policy.ask
+    if knowledge is not None:
+        _catalog_enums(schema, knowledge)
     return schema
+
+
+def _names(table: dict) -> list[str]:
+    return sorted({*table, *(alias for spec in table.values() for alias in spec.aliases)})
+
+
+def _catalog_enums(schema: dict, knowledge) -> None:
+    links = {k: v for k, v in knowledge.links.items() if v.scope == "inter-node"}
+    choices = {"model": _names(knowledge.models), "gpu": _names(knowledge.gpus), "interconnect": _names(links)}
+    targets = [(schema.get("properties", {}), name) for name in choices]
+    build = schema.get("$defs", {}).get("ProposedBuild", {}).get("properties", {})
+    targets.append((build, "gpu"))
+    for properties, name in targets:
+        for option in properties.get(name, {}).get("anyOf", [properties.get(name, {})]):
+            if option.get("type") == "string":
+                option["enum"] = choices[name]

@@ -113,6 +113,11 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
              "message": exc.message, "rule": None, "suggestion": exc.suggestion}]
 
 
+ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
+ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
+ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
+
+
 # -- the app ----------------------------------------------------------------------------------------
 
 def _default_factory(rules_dir=None, knowledge_dir=None):
@@ -176,7 +181,9 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request, exc: StarletteHTTPException):
-        return _detail(None, str(exc.detail), exc.status_code)
+        response = _detail(None, str(exc.detail), exc.status_code)
+        response.headers.update(exc.headers or {})  # e.g. the `Allow` of a 405 (RFC 9110)
+        return response
 
     @app.exception_handler(InputError)
     async def _input(request, exc: InputError):
@@ -198,10 +205,10 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     # -- endpoints
     @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": request_schema()}}}},
+                  "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
               responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
-                         422: {"description": "{detail: [{field, message}]}"},
-                         503: {"description": "the decision log cannot be written"}})
+                         413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
+                         422: ERROR_422, 503: ERROR_503})
     async def recommend(request: Request):
         data = parse_body(await read_limited(request))
         facts, session_id, turn = split_meta(data, request.query_params)
@@ -212,14 +219,15 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
         decision_id = await run_in_threadpool(decision_log.record, raw, logged, "http", session_id, turn)
         return FastJSONResponse(respond(decision_id, body))
 
-    @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)")
+    @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
+             responses={422: ERROR_422})
     def schema_facts(format: str = "json-schema"):
-        ruleset = holder.current().ruleset
+        expert = holder.current()
         if format == "tool":
-            return tool_definition(ruleset)
+            return tool_definition(expert.ruleset, expert.knowledge)
         if format not in ("json-schema", "schema", "json"):
             raise BadRequest("format", "must be 'json-schema' or 'tool'")
-        return facts_schema_for(ruleset)
+        return facts_schema_for(expert.ruleset, expert.knowledge)
 
     @app.get("/v1/rules", summary="The rules in the order they are tried")
     def rules():
@@ -228,7 +236,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
             {"id": r.id, "heuristics": list(r.heuristics), "description": r.description, "file": r.location.file,
              "line": r.location.line, "priority": r.priority} for r in ruleset.rules]}
 
-    @app.get("/v1/decisions", summary="Logged decisions, newest first")
+    @app.get("/v1/decisions", summary="Logged decisions, newest first", responses={422: ERROR_422, 503: ERROR_503})
     def decisions(since: str | None = None, kind: str | None = None, limit: int = 100):
         if not 1 <= limit <= 1000:
             raise BadRequest("limit", "must be between 1 and 1000")
@@ -240,14 +248,15 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
             raise
         return {"decisions": [_summary(row) for row in rows]}
 
-    @app.get("/v1/decisions/{decision_id}", summary="One logged decision")
+    @app.get("/v1/decisions/{decision_id}", summary="One logged decision", responses={404: ERROR_404, 503: ERROR_503})
     def decision(decision_id: str):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
             return _detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
         return row
 
-    @app.get("/v1/decisions/{decision_id}/explain", summary="A logged decision explained (markdown or html)")
+    @app.get("/v1/decisions/{decision_id}/explain", summary="A logged decision explained (markdown or html)",
+             responses={404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
     def decision_explain(decision_id: str, format: str = "markdown"):
         from .explain import explain_html, explain_markdown
         if format not in ("markdown", "html"):
@@ -264,7 +273,8 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable")
+    @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable",
+             responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}"}})
     def readyz():
         expert = holder.current()
         loaded = expert is not None and bool(expert.ruleset.rules)
@@ -274,7 +284,9 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                 "last_reload_error": holder.last_error}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
-    @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)")
+    @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
+              responses={401: {"description": "a bearer token is required (KENTINO_ADMIN_TOKEN)"},
+                         409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules serve"}})
     async def admin_reload(request: Request):
         if token and request.headers.get("authorization") != f"Bearer {token}":
             return _detail("authorization", "a valid 'Authorization: Bearer <KENTINO_ADMIN_TOKEN>' is required", 401)

@@ -127,10 +127,11 @@ def inline_refs(schema: dict) -> dict:
     return walk(schema)
 
 
-def facts_schema_for(ruleset) -> dict:
-    """JSON Schema of the facts, each property with its description and the question to ask (`x-ask`)."""
+def facts_schema_for(ruleset, knowledge=None) -> dict:
+    """JSON Schema of the facts, each property with its description, the question to ask (`x-ask`)
+    and, given the knowledge catalog, the catalog names it accepts."""
     from .schemas import facts_schema
-    schema = facts_schema(ruleset)
+    schema = facts_schema(ruleset, knowledge)
     schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
     build = schema.get("$defs", {}).get("ProposedBuild")
     policy = ruleset.fact_policies.get("proposed_build")
@@ -139,18 +140,27 @@ def facts_schema_for(ruleset) -> dict:
     return schema
 
 
-def tool_definition(ruleset) -> dict:
-    schema = inline_refs(facts_schema_for(ruleset))
+def tool_definition(ruleset, knowledge=None) -> dict:
+    """The facts schema as an LLM tool/function definition (no $defs, no $schema)."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
     schema.pop("title", None)
     schema.pop("$schema", None)
     return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
 
 
-def request_schema() -> dict:
-    from .facts import Workload
-    schema = inline_refs(Workload.model_json_schema())
-    schema["properties"]["session_id"] = {"type": "string", "maxLength": 200,
-                                          "description": "Conversation id (stripped before validation)."}
-    schema["properties"]["turn"] = {"type": "integer", "minimum": 0,
-                                    "description": "Turn of the conversation (stripped before validation)."}
+def request_schema(ruleset=None, knowledge=None) -> dict:
+    """The body of POST /v1/recommend: the facts schema plus the conversation keys."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge) if ruleset is not None else _bare_facts_schema())
+    schema.pop("$schema", None)
+    schema["properties"]["session_id"] = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200},
+                                                    {"type": "integer"}, {"type": "null"}],
+                                          "description": "Conversation id (stripped before validation; null: none)."}
+    schema["properties"]["turn"] = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
+                                              {"type": "null"}],
+                                    "description": "Turn of the conversation (stripped before validation; null: none)."}
     return schema
+
+
+def _bare_facts_schema() -> dict:
+    from .facts import Workload
+    return Workload.model_json_schema()
