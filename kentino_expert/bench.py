@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from .api import Expert
+from .bench_http import CHAT, FINAL, unique_chat
+from .decisions import evaluate_decision
+from .engine import CoreTimer
 from .derive import derive
 from .facts import validate_facts
 from .inference import run_rules
@@ -55,11 +58,28 @@ def stages(runs: int) -> dict:
         "  validation": timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
         "  sizing": timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
         "  engine (durable-rules)": timed(lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
+        "  of which durable-rules C core": core_share(durable, states, runs),
         "  trace rendering (json)": timed(lambda i: to_json(answer), runs),
         "baseline: recommend (reference)": timed(lambda i: evaluate(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
         "baseline: engine (reference)": timed(lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
+        "baseline: sizing alone": timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
+        "decision, all facts (+why-not)": timed(lambda i: evaluate_decision(durable, FINAL), runs),
+        "decision, first turn, cached what-ifs": timed(lambda i: evaluate_decision(durable, CHAT), runs),
+        "decision, first turn, new what-ifs": timed(lambda i: evaluate_decision(durable, unique_chat(i)), max(20, runs // 10)),
         "rule load (real rules)": timed(lambda i: Expert().close(), max(5, runs // 100)),
     }
+
+
+def core_share(expert, states, runs: int) -> dict:
+    """Time inside durable-rules' C core per evaluation (the part no Python change can remove)."""
+    samples = []
+    for index in range(runs):
+        with CoreTimer() as core:
+            run_rules(expert.ruleset, states[index % len(states)], expert.engine)
+        samples.append(core.ns / 1000)
+    samples.sort()
+    return {"median_us": statistics.median(samples), "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+            "runs": runs}
 
 
 def _worker(args) -> int:
@@ -109,12 +129,21 @@ def corpus(count: int) -> dict:
     scenarios = [Scenario(s["name"], s["facts"], s["expect"], Location("<generated>")) for s in generated_scenarios(count)]
     expert, other = Expert(), Expert()
     start = time.perf_counter()
-    run_all(expert, scenarios)
+    run_all(expert, scenarios, _progress("test"))
     test_s = time.perf_counter() - start
     start = time.perf_counter()
-    diff(expert, other, scenarios)
+    diff(expert, other, scenarios, _progress("rules diff"))
     diff_s = time.perf_counter() - start
-    return {"scenarios": count, "test_s": test_s, "diff_s": diff_s, "test_per_s": count / test_s}
+    return {"scenarios": count, "test_s": test_s, "diff_s": diff_s, "test_per_s": count / test_s,
+            "diff_per_s": count / diff_s}
+
+
+def _progress(label: str):
+    """Progress on stderr every 10% (a long corpus run should show it is alive)."""
+    def report(done: int, total: int) -> None:
+        if total >= 1000 and done % max(1, total // 10) == 0:
+            print(f"  {label}: {done}/{total}", file=sys.stderr, flush=True)
+    return report
 
 
 def memory(evaluations: int) -> list[dict]:
@@ -169,8 +198,11 @@ def main(argv=None) -> None:
     except ImportError:
         http_section = None
     if http_section:
+        from .bench_http import server_memory
         results["http"] = http_section(quick=q)
-        _print("HTTP POST /v1/recommend on loopback", results["http"])
+        _print("HTTP POST /v1/recommend on loopback (decision log on)", results["http"])
+        results["server_memory"] = server_memory(5000 if q else 100_000)
+        _print("Server memory over many decisions (HTTP, new facts each)", results["server_memory"])
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(results, indent=2))
 

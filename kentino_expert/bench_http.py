@@ -144,6 +144,11 @@ def unique_chat(index: int) -> dict:
     return {**CHAT, "context_tokens": next(_UNIQUE)}
 
 
+def unique_final(index: int) -> dict:
+    """Every fact known, with a concurrency no earlier request of the run had: no cache helps."""
+    return {**FINAL, "concurrency": next(_UNIQUE)}
+
+
 def final_facts(index: int) -> dict:
     """Every fact known: no questions, status final."""
     return FINAL
@@ -154,18 +159,35 @@ def chat_facts(index: int) -> dict:
     return CHAT
 
 
-FACT_MIXES = {"final": final_facts, "chat": chat_facts, "chat-unique": unique_chat}
+FACT_MIXES = {"final": final_facts, "final-unique": unique_final, "chat": chat_facts, "chat-unique": unique_chat}
 
 
 def http_section(quick: bool = False) -> list[dict]:
+    """Requests/s and latency for each mix of facts, at 1, 16 and 64 clients, with 1 and 2 workers."""
     rows = []
     for workers in (1, 2):
         server = Server(workers)
         try:
             for clients in (1, 16, 64):
                 for name, facts_for in FACT_MIXES.items():
-                    row = load(server.port, clients, 100 if quick else 2000, facts_for)
+                    count = (100 if quick else 2000) // (4 if name == "chat-unique" else 1)
+                    row = load(server.port, clients, count, facts_for)
                     rows.append({"workers": workers, "facts": name, **row, "server_rss_mb": _rss_mb(server.process.pid)})
+                    print(f"  {rows[-1]}", file=sys.stderr, flush=True)
         finally:
             server.stop()
+    return rows
+
+
+def server_memory(requests: int) -> list[dict]:
+    """Server RSS as a one-worker server answers `requests` decisions with new facts each (caches churn)."""
+    server, rows, done = Server(1), [], 0
+    try:
+        for mark in (requests // 10, requests // 2, requests):
+            load(server.port, 16, mark - done, unique_final, max_seconds=3600)
+            done = mark
+            rows.append({"requests": done, "server_rss_mb": _rss_mb(server.process.pid)})
+            print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    finally:
+        server.stop()
     return rows

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import expr as ast
@@ -212,3 +212,21 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
                       digest_of(files, knowledge), tuple(sink.sorted()))
     ruleset.by_id.update({rule.id: rule for rule in compiled})
     return ruleset
+
+
+def deciding_subset(ruleset: RuleSet, target: str) -> RuleSet:
+    """The rules that can change `target`: those that write it and, transitively, those that write what
+    they read. A rule outside the subset writes only names no rule of the subset reads, so it cannot
+    change when (or whether) a rule of the subset fires: the subset reaches the same `target`.
+    """
+    needed, kept = {target}, set()
+    grew = True
+    while grew:
+        grew = False
+        for rule in ruleset.rules:
+            if rule.id not in kept and needed.intersection(rule.writes):
+                kept.add(rule.id)
+                needed.update(rule.reads)
+                grew = True
+    rules = tuple(rule for rule in ruleset.rules if rule.id in kept)
+    return replace(ruleset, rules=rules, by_id={rule.id: rule for rule in rules})

@@ -15,16 +15,18 @@ except ImportError:  # an optional speed-up: everything works without it
     orjson = None
 
 
-def dumps_bytes(value) -> bytes:
-    """UTF-8 JSON; TypeError for what JSON cannot hold (as json.dumps)."""
+def dumps_bytes(value, indent: bool = False) -> bytes:
+    """UTF-8 JSON (indented by two spaces with `indent`); TypeError for what JSON cannot hold."""
     if orjson is not None:
         try:
-            return orjson.dumps(value)
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
         except (TypeError, orjson.JSONEncodeError):
             pass
+    if indent:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2).encode("utf-8")
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
-def dumps(value) -> str:
+def dumps(value, indent: bool = False) -> str:
     """`dumps_bytes` as text."""
-    return dumps_bytes(value).decode("utf-8")
+    return dumps_bytes(value, indent).decode("utf-8")

@@ -1,8 +1,7 @@
 """Answers for people (text), machines (json) and audit files (markdown)."""
 from __future__ import annotations
 
-import json
-
+from . import fastjson
 from .answer import Answer
 
 
@@ -22,7 +21,7 @@ def _blank(value) -> str:
 
 
 def to_json(answer: Answer) -> str:
-    return json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    return fastjson.dumps(answer.model_dump(mode="json"), indent=True)
 
 
 def to_text(answer: Answer) -> str:

@@ -167,3 +167,25 @@ class TestShapes:
         """A comparison of two constants becomes always-true (dropped) or never-true."""
         assert translate(ast.parse("3 > 2")) is None
         assert translate(ast.parse("3 < 2")) == {"$nex": {"t": 1}}
+
+
+class TestKindSubset:
+    """The what-if engine runs only the rules that can decide the kind, and reaches the same kind."""
+
+    def test_subset_drops_the_advice_rules_and_keeps_every_decider(self):
+        """Every rule that recommends a kind is in the subset; warn-only advice rules are not."""
+        subset = {rule.id for rule in EXPERT.kinds.ruleset.rules}
+        deciders = {rule.id for rule in RULESET.rules if rule.recommend}
+        assert deciders <= subset < {rule.id for rule in RULESET.rules}
+        assert "one-node-is-the-market" not in subset
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(workloads)
+    def test_same_kind_as_the_full_rule_set(self, facts):
+        """For any workload, the subset on durable-rules gives the kind the whole rule set gives."""
+        from kentino_expert.errors import KentinoError
+        try:
+            full = EXPERT.recommend(facts).recommendation.kind
+        except KentinoError:
+            return
+        assert EXPERT.kinds._uncached(facts) == full
