@@ -5,6 +5,7 @@ import functools
 import json
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .answercache import DEFAULT_SIZE, AnswerCache
 from .compiler import RuleSet, compile_ruleset
@@ -15,6 +16,9 @@ from .knowledge import Knowledge, load_knowledge
 from .paths import bundled
 from .recommend import evaluate, evaluate_traced
 from .reference import ReferenceEngine
+
+if TYPE_CHECKING:
+    from .answer import Answer
 
 
 WHAT_IF_CACHE = 8192  # entries (~1 KB each): bounds the memory the what-if cache can take

@@ -4,7 +4,6 @@ from __future__ import annotations
 import string
 
 from . import expr as ast
-from .names import recommendation_key
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 

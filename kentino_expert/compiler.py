@@ -11,7 +11,7 @@ from .diagnostics import Diagnostic, DiagnosticSink
 from .errors import Location, RuleFileError, did_you_mean
 from .knowledge import Knowledge
 from .names import Namespace, build_namespace, recommendation_key, warning_key
-from .rulefile import (SPECIAL_FILES, Condition, Rule, expression_location, read_fact_policies,
+from .rulefile import (SPECIAL_FILES, Condition, Rule, read_fact_policies,
                        read_parameters, read_rule_file, read_rules)
 from .typecheck import check_condition, check_value_expression, fold
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from .facts import PRECISIONS  # noqa: F401  (re-exported: the weight precisions sized below)
 from .knowledge import GpuSpec, Knowledge, ModelSpec
-from .scaling import calibrated_model
 
 TRAINING_TASKS = ("lora", "qlora", "full-finetune", "pretraining")
 

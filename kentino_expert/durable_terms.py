@@ -1,0 +1,225 @@
+"""The durable-rules side of the data, without durable_rules itself: values encoded the way its C
+parser reads them correctly, and rule conditions translated into its pattern language.
+
+Measured defects this avoids (see README, "The engine"): exponent floats and huge ints are misread
+(encoded as plain decimals, huge ints as floats); one fact may carry at most 254 properties; deep
+and/or nesting is refused here rather than risked there.
+"""
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+from . import expr as ast
+from .errors import EngineError
+
+MAX_PROPERTIES = 250   # a fact may carry at most 254 properties (error 302)
+MAX_DEPTH = 8          # nesting of and/or groups we accept (kept shallow on purpose)
+_IMPOSSIBLE = {"$nex": {"t": 1}}
+_OPS = {"<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte", "!=": "$neq"}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_ARITH = {"+": "$add", "-": "$sub", "*": "$mul", "/": "$div"}
+
+
+class ShapeError(Exception):
+    """A condition the engine cannot run safely."""
+
+
+def encode_value(value) -> str:
+    """JSON for one value, in the forms the C parser reads correctly."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if abs(value) >= 2**63:
+            return encode_value(float(value))
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EngineError(f"cannot pass a non-finite number ({value}) to the engine")
+        text = repr(value)
+        if "e" in text or "E" in text:
+            text = format(Decimal(text), "f")
+        return text if "." in text else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(value)
+    raise EngineError(f"cannot pass {type(value).__name__} to the engine")
+
+
+def encode(data) -> str:
+    """JSON of dicts/lists/values with `encode_value` for every scalar."""
+    if isinstance(data, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{encode(v)}" for k, v in data.items()) + "}"
+    if isinstance(data, list):
+        return "[" + ",".join(encode(v) for v in data) + "]"
+    return encode_value(data)
+
+
+def _fragment(key, value) -> str:
+    return f"{json.dumps(str(key))}:{encode(value)}"
+
+
+def _plain_scalar(value) -> bool:
+    """True when json.dumps writes `value` exactly as `encode_value` does (no exponent, no huge int)."""
+    kind = type(value)
+    if kind is str or kind is bool:
+        return True
+    if kind is int:
+        return -2**63 < value < 2**63
+    if kind is float:  # repr switches to an exponent outside [1e-4, 1e16); NaN and inf fail both tests
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
+    return False
+
+
+def encode_members(items, wanted=None) -> str:
+    """The members of a JSON object (no braces) for (key, value) pairs, keeping only `wanted` keys.
+
+    Encoding dominated a step in Python: plain scalars go through the C encoder in one call, and only
+    the rare value that needs `encode` (an exponent float, a huge int, a list) is encoded alone.
+    """
+    plain, special = {}, []
+    for key, value in items:
+        if wanted is not None and key not in wanted:
+            continue
+        if _plain_scalar(value):
+            plain[key] = value
+        else:
+            special.append(_fragment(key, value))
+    text = json.dumps(plain)[1:-1] if plain else ""
+    return ",".join([text, *special]) if special and text else (text or ",".join(special))
+
+
+def pattern_names(pattern) -> set[str]:
+    """The fact properties a durable pattern reads (keys and `$m` references, not operators)."""
+    names, stack = set(), [pattern]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$m" and isinstance(value, str):
+                    names.add(value)
+                    continue
+                if not key.startswith("$"):
+                    names.add(key)
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def _operand(node):
+    """Right-hand side of a durable comparison: a constant, a same-fact name, or arithmetic."""
+    if isinstance(node, ast.Literal):
+        if isinstance(node.value, float) and not math.isfinite(node.value):
+            raise ShapeError("a constant must be a finite number")
+        return node.value
+    if isinstance(node, ast.Name):
+        return {"$m": node.id}
+    if isinstance(node, ast.Neg):
+        return {"$mul": {"$l": _operand(node.operand), "$r": -1}}
+    if isinstance(node, ast.Arith):
+        return {_ARITH[node.op]: {"$l": _operand(node.left), "$r": _operand(node.right)}}
+    raise ShapeError(f"{type(node).__name__.lower()} is not supported on the right of a comparison "
+                     "(max/min/ceil belong in `then`, not `when`)")
+
+
+def _names(node) -> list[str]:
+    return [n.id for n in ast.names_in(node)]
+
+
+def _missing_any(names) -> list:
+    return [{"$nex": {name: 1}} for name in dict.fromkeys(names)]
+
+
+def _compare(node: ast.Compare, negate: bool):
+    left, right, op = node.left, node.right, node.op
+    if not isinstance(left, ast.Name) and isinstance(right, ast.Name):
+        left, right, op = right, left, _FLIP[op]
+    if not isinstance(left, ast.Name):
+        if not _names(left) and not _names(right):
+            from .evaluate import truth_of
+            holds = truth_of(ast.Compare(node.pos, op, left, right), {}) != negate
+            return None if holds else _IMPOSSIBLE
+        raise ShapeError("the left side of a comparison must be a single name (move arithmetic to the right)")
+    if negate:
+        positive = _compare(ast.Compare(node.pos, _NEGATED[op], left, right), False)
+        return {"$or": [positive] + _missing_any(_names(left) + _names(right))}
+    operand = _operand(right)
+    return {left.id: operand} if op == "==" else {_OPS[op]: {left.id: operand}}
+
+
+def _membership(node: ast.In, negate: bool):
+    if not isinstance(node.left, ast.Name):
+        raise ShapeError("'in' needs a single name on its left")
+    name = node.left.id
+    equal = [{name: item.value} for item in node.items]
+    differ = [{"$neq": {name: item.value}} for item in node.items]
+    inside = not node.negated
+    if negate:
+        inside = not inside
+        terms = (equal if inside else differ) or ([_IMPOSSIBLE] if inside else [{"$ex": {name: 1}}])
+        group = {"$or": terms} if inside else {"$and": terms}
+        return {"$or": [group, {"$nex": {name: 1}}]}
+    if inside:
+        return {"$or": equal} if len(equal) > 1 else (equal[0] if equal else _IMPOSSIBLE)
+    return {"$and": differ} if differ else {"$ex": {name: 1}}
+
+
+def translate(node, negate: bool = False, depth: int = 0):
+    """AST condition -> durable term (negation pushed down; None means always true)."""
+    if depth > MAX_DEPTH:
+        raise ShapeError(f"conditions nest deeper than {MAX_DEPTH} and/or levels")
+    if isinstance(node, ast.Not):
+        return translate(node.operand, not negate, depth)
+    if isinstance(node, ast.Compare):
+        return _compare(node, negate)
+    if isinstance(node, ast.In):
+        return _membership(node, negate)
+    if isinstance(node, ast.Exists):
+        return {"$nex" if negate else "$ex": {node.name.id: 1}}
+    if isinstance(node, ast.Name):
+        if negate:
+            return {"$or": [{"$neq": {node.id: True}}, {"$nex": {node.id: 1}}]}
+        return {node.id: True}
+    if isinstance(node, ast.Literal) and isinstance(node.value, bool):
+        return None if node.value != negate else _IMPOSSIBLE
+    if isinstance(node, (ast.And, ast.Or)):
+        conjunctive = isinstance(node, ast.And) != negate
+        terms = [translate(item, negate, depth + 1) for item in node.items]
+        if conjunctive:
+            kept = [t for t in terms if t is not None]
+            return {"$and": kept} if len(kept) > 1 else (kept[0] if kept else None)
+        if any(t is None for t in terms):
+            return None
+        return {"$or": terms}
+    raise ShapeError(f"{type(node).__name__} is not a condition")
+
+
+def rule_pattern(rule, group: str) -> dict:
+    terms = [{"t": group}]
+    for condition in rule.conditions:
+        term = translate(condition)
+        if term is None:
+            continue
+        terms.extend(term["$and"] if set(term) == {"$and"} else [term])
+    return {"pri": rule.order, "all": [{"m": {"$and": terms}}]}
+
+
+def shape_problems(rules) -> list[tuple]:
+    """(rule, message) for every rule the engine would refuse; used by `rules check`."""
+    problems = []
+    for rule in rules:
+        try:
+            rule_pattern(rule, "g0")
+            for condition in rule.conditions:
+                for name in ast.names_in(condition):
+                    if len(name.id) > 200:
+                        raise ShapeError("a name longer than 200 characters")
+        except ShapeError as exc:
+            problems.append((rule, str(exc)))
+    names = {name for rule in rules for name in list(rule.reads) + list(rule.writes)}
+    if len(names) > MAX_PROPERTIES - 100 and rules:
+        problems.append((rules[0], f"the rule set uses {len(names)} distinct names; one fact holds at most "
+                         f"{MAX_PROPERTIES} properties with the facts and figures"))
+    return problems
