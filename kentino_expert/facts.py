@@ -143,17 +143,23 @@ def _reject_constant(token: str):
     raise ValueError(f"{token} is not a number")
 
 
-def _json_facts(text: str, source: str):
-    def no_duplicates(pairs):
-        out = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"duplicate key '{key}'")
-            out[key] = value
-        return out
+def _no_duplicate_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key '{key}'")
+        out[key] = value
+    return out
 
+
+def strict_json_loads(text: str):
+    """json.loads that refuses duplicate keys and NaN/Infinity (ValueError; RecursionError when too deep)."""
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant)
+
+
+def _json_facts(text: str, source: str):
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
+        return strict_json_loads(text)
     except RecursionError:
         raise InputError(f"{source}: JSON nests too deeply", field="facts") from None
     except json.JSONDecodeError as exc:

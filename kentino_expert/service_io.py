@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import copy
-import json
 
 from starlette.requests import Request
 
 from .errors import KentinoError
+from .facts import strict_json_loads
 
 MAX_BODY = 1_000_000
 META_KEYS = ("session_id", "turn")
@@ -34,10 +34,6 @@ def input_error_message(exc: KentinoError) -> str:
 
 # -- request parsing --------------------------------------------------------------------------------
 
-def _reject_constant(token):
-    raise ValueError(f"{token} is not a number")
-
-
 def parse_body(raw: bytes):
     """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, bounded nesting."""
     if not raw.strip():
@@ -47,16 +43,8 @@ def parse_body(raw: bytes):
     except UnicodeDecodeError:
         raise BadRequest("facts", "the body is not UTF-8 text") from None
 
-    def no_duplicates(pairs):
-        out = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"duplicate key '{key}'")
-            out[key] = value
-        return out
-
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
+        return strict_json_loads(text)
     except RecursionError:
         raise BadRequest("facts", "the JSON nests too deeply") from None
     except ValueError as exc:

@@ -50,8 +50,12 @@ def _start(tmp_path, **env):
         [sys.executable, "-m", "uvicorn", "kentino_expert.service:app_from_env", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    return _when_ready(process, f"http://127.0.0.1:{port}", 30)
+
+
+def _when_ready(process, base: str, seconds: float):
+    """(process, base URL) once /readyz answers 200; the server's stderr in the failure otherwise."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
@@ -62,7 +66,7 @@ def _start(tmp_path, **env):
             pass
         time.sleep(0.1)
     process.kill()
-    raise AssertionError("server did not become ready within 30 s")
+    raise AssertionError(f"server did not become ready within {seconds:g} s")
 
 
 def _stop(process):
@@ -169,19 +173,7 @@ def _serve_workers(tmp_path, workers: int, rules):
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
          "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise AssertionError("server did not become ready within 60 s")
+    return _when_ready(process, f"http://127.0.0.1:{port}", 60)
 
 
 def _decider(answer: dict) -> str:
