@@ -141,8 +141,12 @@ class DecisionLog:
         except (DecisionLogError, KentinoError):
             return False
 
-    def close(self) -> None:  # pragma: no cover - overridden
-        pass
+    def close(self) -> None:
+        """Close the connection; later calls raise DecisionLogError('... is closed')."""
+        with self._lock:
+            conn, self._conn = getattr(self, "_conn", None), None
+            if conn is not None:
+                conn.close()
 
     def __enter__(self):
         return self
@@ -191,12 +195,6 @@ class SqliteDecisionLog(DecisionLog):
             if isinstance(exc, DecisionLogError):
                 raise
             raise DecisionLogError(f"decision log {self.path}: cannot open for writing: {exc}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            conn, self._conn = getattr(self, "_conn", None), None
-            if conn is not None:
-                conn.close()
 
     def _connection(self):
         if self._conn is None:
@@ -276,12 +274,6 @@ class PostgresDecisionLog(DecisionLog):
             user = creds.split(":", 1)[0]
             return f"{head}{sep}{user}@{host}"
         return self.url
-
-    def close(self) -> None:
-        with self._lock:
-            conn, self._conn = getattr(self, "_conn", None), None
-            if conn is not None:
-                conn.close()
 
     def _connection(self):
         if self._conn is None:
