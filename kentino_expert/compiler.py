@@ -1,10 +1,13 @@
 """Rule directory -> checked, engine-neutral compiled rule set (names resolved, parameters folded, guards added)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from . import expr as ast
 from .diagnostics import Diagnostic, DiagnosticSink
@@ -50,9 +53,10 @@ class RuleSet:
     diagnostics: tuple[Diagnostic, ...] = ()
     by_id: dict = field(default_factory=dict)
 
-    @property
-    def parameter_values(self) -> dict:
-        return {name: p.value for name, p in self.parameters.items()}
+    @functools.cached_property
+    def parameter_values(self) -> Mapping:
+        """name -> value of every parameter (read-only; computed once: every evaluation reads it)."""
+        return MappingProxyType({name: p.value for name, p in self.parameters.items()})
 
     def rule(self, rule_id: str) -> CompiledRule:
         return self.by_id[rule_id]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import string
+from collections import ChainMap
 from dataclasses import dataclass
 
 from .evaluate import MISSING, value_of
@@ -38,8 +39,16 @@ class _Formatter(string.Formatter):
 
 def render(template: str, env: dict) -> str:
     """Fill `{name:spec}` fields from env; unknown values print as '?'."""
+    return render_layers(template, (env,))
+
+
+def render_layers(template: str, layers: tuple) -> str:
+    """`render` with the values looked up in `layers`, the first that has a name winning (no merged copy)."""
     parts = _compiled(template)
     if parts is None:
+        env = {}
+        for layer in reversed(layers):
+            env.update(layer)
         try:
             return _Formatter(env).format(template)
         except (ValueError, IndexError, KeyError, AttributeError, TypeError):
@@ -48,7 +57,11 @@ def render(template: str, env: dict) -> str:
     for literal, name, spec in parts:
         out.append(literal)
         if name is not None:
-            value = env.get(name, MISSING)
+            value = MISSING
+            for layer in layers:
+                if name in layer:
+                    value = layer[name]
+                    break
             if value is MISSING:
                 out.append("?")
                 continue
@@ -81,7 +94,7 @@ def effects_of(rule, state: dict, params: dict) -> dict:
     """The properties a firing of `rule` adds to `state`."""
     added = {name: value for name, value in rule.source.then.conclude}
     if rule.recommend:
-        env = {**params, **state}
+        env = ChainMap(state, params)  # a view, not a copy: a firing reads only a few names
         for key, value in rule.recommend:
             computed = value_of(value, env) if hasattr(value, "pos") else value
             if computed is not MISSING:
@@ -104,9 +117,8 @@ def run_rules(ruleset, state: dict, backend) -> tuple[list[Firing], dict]:
 
     def apply(rule, current):
         added = effects_of(rule, current, params)
-        env = {**params, **current, **added}
         matched = {name: current[name] for name in rule.reads if name in current}
-        firings.append(Firing(rule, matched, added, render(rule.source.because, env)))
+        firings.append(Firing(rule, matched, added, render_layers(rule.source.because, (added, current, params))))
         return added
 
     _, final = backend.run(dict(state), apply)
