@@ -56,19 +56,58 @@ def load_scenarios(paths) -> list[Scenario]:
     return scenarios
 
 
+SCENARIO_KEYS = ("name", "facts", "expect")
+_LIST_KEYS = ("heuristics", "warnings", "rules", "not_rules", "not_warnings")
+_TEXT_KEYS = ("kind", "precision", "status")
+_COUNT_KEYS = ("nodes", "nodes_min", "nodes_max")
+
+
 def _scenario(item, container, index, filename) -> Scenario:
+    from .errors import did_you_mean
     where = location_of(container, index, filename)
     if not isinstance(item, dict) or not isinstance(item.get("facts"), dict):
         raise InputError("each scenario needs 'name', 'facts' and 'expect'", location=where)
+    for key in item:
+        if key not in SCENARIO_KEYS:  # a misspelt `expect` would otherwise check nothing at all
+            raise InputError(f"unknown scenario key '{key}'", location=_key_location(item, key, where),
+                             suggestion=did_you_mean(str(key), SCENARIO_KEYS))
     expect = item.get("expect") or {}
     if not isinstance(expect, dict):
         raise InputError("'expect' must be a mapping", location=where)
     for key in expect:
         if key not in EXPECT_KEYS:
-            from .errors import did_you_mean
-            raise InputError(f"unknown expectation '{key}'", location=expect.key_locations.get(key, where),
+            raise InputError(f"unknown expectation '{key}'", location=_key_location(expect, key, where),
                              suggestion=did_you_mean(str(key), EXPECT_KEYS))
+        problem = _expectation_problem(key, _plain(expect[key]))
+        if problem:
+            raise InputError(f"expect.{key}: {problem}", location=_key_location(expect, key, where))
     return Scenario(str(item.get("name", f"scenario {index + 1}")), _plain(item["facts"]), _plain(expect), where)
+
+
+def _key_location(mapping, key, default):
+    return getattr(mapping, "key_locations", {}).get(key, default)
+
+
+def _expectation_problem(key: str, value) -> str | None:
+    """Why an expectation's value has the wrong shape, or None."""
+    if key in _LIST_KEYS:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return "must be a list of names, e.g. [one-node-is-the-market]"
+    elif key in _TEXT_KEYS:
+        if not isinstance(value, str):
+            return "must be a single name"
+    elif key in _COUNT_KEYS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be a whole number"
+    elif key == "figures":
+        if not isinstance(value, dict):
+            return "must map figure names to a number or {min, max}"
+        for name, bound in value.items():
+            bounds = bound.values() if isinstance(bound, dict) else [bound]
+            if (isinstance(bound, dict) and (not bound or set(bound) - {"min", "max"})) or not all(
+                    isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds):
+                return f"figure '{name}' needs a number or {{min: N, max: N}}"
+    return None
 
 
 def _check_figures(expect, answer, failures):

@@ -183,6 +183,19 @@ class TestScenarioRunner:
         assert result.exit_code == 2
         assert "unknown expectation 'knid'" in result.output and "did you mean 'kind'" in result.output
 
+    @pytest.mark.parametrize("body, message", [
+        ("  expects: {kind: frontier}\n", "3:3: unknown scenario key 'expects' (did you mean 'expect'?)"),
+        ("  expect: {warnings: not-a-list}\n", "3:12: expect.warnings: must be a list of names"),
+        ("  expect: {nodes: two}\n", "3:12: expect.nodes: must be a whole number"),
+        ("  expect: {figures: {node_vram_gb: {mn: 3}}}\n", "expect.figures: figure 'node_vram_gb' needs a number"),
+    ])
+    def test_misshapen_scenario_is_refused_not_ignored(self, tmp_path, body, message):
+        """A misspelt key or a wrongly typed expectation is a located error, never a silent pass."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: x\n  facts: {task: lora}\n" + body)
+        result = cli("test", path)
+        assert result.exit_code == 2 and message in result.output, result.output
+
 
 class TestDiff:
     """`rules diff` shows what a rule change does to the answers."""
