@@ -189,7 +189,8 @@ def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Param
         value = body.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             sink.error(location_of(body, "value", display), "E003", f"parameter '{name}' needs a numeric 'value'")
-            continue
+            value = 0  # still a known name: its users are not reported as referring to an unknown one
+
         out[str(name)] = Parameter(str(name), value, str(body.get("unit", "")), str(body.get("description", "")),
                                    _id_list(body, "heuristics", display, sink), where)
     return out

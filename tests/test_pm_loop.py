@@ -48,6 +48,17 @@ class TestRulesCheck:
         report = check_directory()
         assert report.diagnostics == ()
 
+    def test_a_bad_parameter_value_is_one_diagnostic(self, rules_copy):
+        """A non-numeric parameter value is reported once, at its line, not again at every rule using it."""
+        params = rules_copy / "parameters.yaml"
+        text = params.read_text()
+        start = text.index("value: ", text.index("workload_fraction_max:"))
+        params.write_text(text[:start] + "value: 0.8O" + text[text.index("\n", start):])
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert result.exit_code == 2
+        lines = [line for line in result.output.splitlines() if ": E" in line]
+        assert len(lines) == 1 and "parameters.yaml" in lines[0] and "E003" in lines[0], result.output
+
     def test_every_problem_is_reported(self, rules_copy):
         """Five different mistakes in two files give five located diagnostics, not just the first."""
         _edit(rules_copy / "fit.yaml", "weights_fraction_fp8 <= weights_fraction_max", "weights_fractoin_fp8 <= weights_fraction_max")
