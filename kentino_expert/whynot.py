@@ -1,7 +1,8 @@
 """Why not the other kinds: for each kind not chosen, the nearest rule recommending it and what failed.
 
-"Nearest" is the rule with the fewest `when` conditions false on the final state, then the one
-tried first. Each failing condition is shown with the actual values of the names it mentions and
+"Nearest" is the rule with the fewest false `when` conditions about the workload's own facts (a
+rule for another task is far: the buyer would have to describe a different job), then the fewest
+false conditions in all, then the one tried first. Each failing condition is shown with the actual values of the names it mentions and
 the values of the parameters (thresholds) it compares them with.
 """
 from __future__ import annotations
@@ -92,6 +93,17 @@ def _failed_conditions(rule, env: dict) -> list:
     return [condition for condition in rule.source.when if not truth_of(condition.node, env)]
 
 
+def _on_facts(conditions, params) -> int:
+    """How many of the conditions are about input facts only (not figures, conclusions or parameters)."""
+    from .derive import FACT_TYPES
+    count = 0
+    for condition in conditions:
+        names = {n.id for n in ast.names_in(condition.node)} - set(params)
+        if names and names <= FACT_TYPES.keys():
+            count += 1
+    return count
+
+
 def _candidates_by_kind(ruleset) -> dict:
     """Rules per kind they recommend, in the order they are tried (computed once per rule set)."""
     cached = getattr(ruleset, "_why_not_candidates", None)
@@ -148,8 +160,8 @@ def why_not_from(expert, firings, state: dict) -> list[dict]:
                         "text": f"{kind} was not chosen: no rule recommends it"})
             continue
         # only the nearest rule is described: counting failures is cheap, describing them is not
-        _, _, rule, failed = min(((len(f), rule.order, rule, f) for rule in candidates
-                                  for f in [_failed_conditions(rule, env)]), key=lambda item: (item[0], item[1]))
+        _, _, _, rule, failed = min(((_on_facts(f, params), len(f), rule.order, rule, f) for rule in candidates
+                                     for f in [_failed_conditions(rule, env)]), key=lambda item: item[:3])
         failing = _failing(failed, state, params)
         item = {"kind": kind, "rule": rule.id, "priority": rule.priority, "file": rule.location.file,
                 "line": rule.location.line, "heuristics": list(rule.heuristics), "failing": failing,

@@ -89,6 +89,13 @@ def test_one_throughput_fact_is_enough(throughput):
                                                          expert.ruleset))
 
 
+def test_why_not_prefers_a_rule_about_the_same_job(client):
+    """For 70B inference, multi-node-ib is explained by an inference rule, not by a fine-tuning one that needs another task."""
+    body = client.post("/v1/recommend", json={"task": "inference", "model": "llama-3.1-70b"}).json()
+    item = next(i for i in body["why_not"] if i["kind"] == "multi-node-ib")
+    assert not any("task" in failing["values"] for failing in item["failing"]), item["text"]
+
+
 def test_why_not_names_rule_condition_and_values(client):
     """Each kind not chosen is explained by a real rule, its failing conditions and the actual values."""
     body = client.post("/v1/recommend", json=CHAT).json()
