@@ -15,6 +15,9 @@ GRID_MODELS = ("llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b", "llama-3.1-405b",
 GRID_CARDS = ("rtx-pro-6000", "rtx-5090", "l40", "l4")
 GRID_CONCURRENCY = (8, 64, 256)
 GRID_TASKS = ("inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining")
+# multi-tenant demand for inference (at 64 concurrent requests): a moderate and a hyperscale load,
+# so that throughput and hyperscale thresholds move answers on the grid too
+GRID_DEMAND = ({"tenancy": "multi", "qps": 150}, {"tenancy": "multi", "qps": 150_000})
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,19 @@ def _show(answer) -> str:
 
 
 def grid_scenarios() -> list[Scenario]:
-    """Tasks x model sizes x concurrency x cards: the default workload set of `rules diff`."""
+    """Tasks x model sizes x cards x concurrency (and multi-tenant demand for inference): the default
+    workload set of `rules diff`."""
     from .errors import Location
     out = []
     for task in GRID_TASKS:
         for model in GRID_MODELS:
             for card in GRID_CARDS:
                 levels = GRID_CONCURRENCY if task in ("inference", "batch-inference") else (None,)
-                for concurrency in levels:
-                    facts = {"task": task, "model": model, "gpu": card}
-                    if concurrency:
-                        facts["concurrency"] = concurrency
+                variants = [{"concurrency": c} if c else {} for c in levels]
+                if task == "inference":
+                    variants += [{"concurrency": 64, **demand} for demand in GRID_DEMAND]
+                for extra in variants:
+                    facts = {"task": task, "model": model, "gpu": card, **extra}
                     name = " ".join(str(v) for v in facts.values())
                     out.append(Scenario(name, facts, {}, Location("<grid>")))
     return out
