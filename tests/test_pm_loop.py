@@ -227,6 +227,15 @@ class TestDiff:
         assert "at-or-beyond-the-405b-cliff" in row["rules_changed"]
         assert report["base_digest"] != report["new_digest"]
 
+    def test_grid_sees_a_demand_threshold(self, rules_copy):
+        """Raising hyperscale_qps changes which rule decides the grid's 150,000-QPS workloads (exit 1)."""
+        _edit(rules_copy / "parameters.yaml", "hyperscale_qps:\n    value: 100000", "hyperscale_qps:\n    value: 200000")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        assert result.exit_code == 1
+        changed = json.loads(result.output)["changed"]
+        assert changed and all("150000" in row["scenario"] for row in changed)
+        assert all("hyperscale-multi-tenant" in row["rules_changed"] for row in changed)
+
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""
         _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")
