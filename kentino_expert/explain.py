@@ -33,6 +33,10 @@ def build_report(expert, subject) -> dict:
     """The structured content both renderers show."""
     answer, meta = _normalise(expert, subject)
     ruleset = expert.ruleset
+    digest = (answer.get("ruleset") or {}).get("digest")
+    # Under other rules, today's conditions and why-not would contradict the stored trace (a rule shown
+    # as fired whose condition "does not hold"): they are shown only for the rule set that decided.
+    same_rules = digest == ruleset.digest
     params = ruleset.parameter_values
     heuristics = expert.knowledge.heuristics
     steps = []
@@ -41,7 +45,7 @@ def build_report(expert, subject) -> dict:
         matched = step.get("matched") or {}
         env = {**params, **matched}
         conditions = []
-        if rule is not None:
+        if rule is not None and same_rules:
             for condition in rule.source.when:
                 actual, thresholds = condition_values(condition.node, matched, params)
                 conditions.append({"text": condition.text, "holds": truth_of(condition.node, env),
@@ -55,11 +59,17 @@ def build_report(expert, subject) -> dict:
                             "text": heuristics.get(hid, {}).get("text", "(not in the current knowledge catalog)")}
                            for hid in step.get("heuristics", [])],
         })
-    try:
-        not_chosen, why_not_error = why_not(expert, answer), None
-    except KentinoError as exc:
-        not_chosen, why_not_error = [], str(exc)
-    digest = (answer.get("ruleset") or {}).get("digest")
+    not_chosen, why_not_error = [], None
+    if not same_rules:
+        replay = f"kentino-expert decisions replay {meta['decision_id']}" if meta and meta.get("decision_id") else \
+            "kentino-expert decisions replay ID"
+        why_not_error = (f"the rule set changed since this decision (now {ruleset.digest[:16]}); "
+                         f"`{replay}` re-evaluates it with the current rules")
+    else:
+        try:
+            not_chosen = why_not(expert, answer)
+        except KentinoError as exc:
+            why_not_error = str(exc)
     return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen,
             "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
             "current_digest": ruleset.digest, "digest_matches": digest == ruleset.digest}
@@ -131,14 +141,14 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
         out.append("")
     out += ["## Why not the other kinds", ""]
     if report["why_not_error"]:
-        out += [f"(cannot be computed with the current rules: {report['why_not_error']})", ""]
+        out += [f"(not shown: {report['why_not_error']})", ""]
     out += [f"- **{item['kind']}**: {item['text']}" for item in report["why_not"]]
     out += ["", "## Rule set", "", f"- digest: `{report['digest']}`", f"- engine: {report['engine']}"]
     if report["digest_matches"]:
         out.append("- the current rule set has the same digest")
     else:
-        out.append(f"- the current rule set differs: `{report['current_digest']}` (conditions and why-not are "
-                   "shown with the current rules)")
+        out.append(f"- the current rule set differs: `{report['current_digest']}` (so the conditions and the "
+                   "why-not, which only the deciding rule set can show truly, are left out)")
     return "\n".join(out) + "\n"
 
 
@@ -231,7 +241,7 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts.append("</ul></section>")
     parts.append('<section><h2>Why not the other kinds</h2><ul class="whynot">')
     if report["why_not_error"]:
-        parts.append(f"<li>cannot be computed with the current rules: {_e(report['why_not_error'])}</li>")
+        parts.append(f"<li>not shown: {_e(report['why_not_error'])}</li>")
     parts += [f"<li><strong>{_e(item['kind'])}</strong>: {_e(item['text'])}</li>" for item in report["why_not"]]
     parts.append("</ul></section>")
     same = ("the current rule set has the same digest" if report["digest_matches"]

@@ -153,3 +153,23 @@ def test_html_renders_in_headless_chromium(expert, tmp_path):
     assert f'id="kind">{answer.recommendation.kind}<' in dom
     for step in answer.trace:
         assert f'data-rule="{step.rule}"' in dom
+
+
+def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
+    """Explained under a changed rule set, a decision shows its stored trace without today's conditions or why-not."""
+    from kentino_expert.api import Expert
+    from kentino_expert.paths import bundled
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    params = rules / "parameters.yaml"
+    params.write_text(params.read_text().replace("workload_fraction_max:\n    value: 0.9",
+                                                 "workload_fraction_max:\n    value: 0.05"))
+    other = Expert(rules)
+    assert other.ruleset.digest != expert.ruleset.digest, "the edit must change the digest"
+    with DecisionLog.open(tmp_path / "x.db") as log:
+        facts = {"task": "inference", "model": "llama-3.1-70b"}
+        decision_id = log.record(facts, expert.recommend(facts), "cli")
+        text = explain_markdown(other, log.get(decision_id))
+    assert "| no |" not in text and " was not chosen: " not in text
+    assert f"kentino-expert decisions replay {decision_id}" in text and "the current rule set differs" in text
+    other.close()
