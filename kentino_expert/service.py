@@ -293,10 +293,13 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
         try:
             result = await run_in_threadpool(holder.reload)
         except KentinoError as exc:
+            logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: reload refused, still serving %s:\n%s",
+                                                     holder.expert.ruleset.digest[:16], exc)
             return JSONResponse({"detail": [{"field": "rules", "message": "the new rule set does not load; the "
                                              "old one is still serving"}],
                                  "diagnostics": _diagnostics(exc), "error": str(exc),
                                  "serving_digest": holder.expert.ruleset.digest}, status_code=409)
+        logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s", result["digest"][:16])
         return result
 
     return app
