@@ -58,15 +58,25 @@ class Server:
             [sys.executable, "-m", "kentino_expert", "serve", "--port", str(self.port), "--workers", str(workers),
              "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.time() + 60
+        self._wait_for_workers(workers)
+
+    def _wait_for_workers(self, workers: int, seconds: float = 60) -> None:
+        """Until every worker answers /readyz: connections opened earlier would all go to the first one."""
+        deadline, seen = time.time() + seconds, set()
         while time.time() < deadline:
             try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
+                with httpx.Client(timeout=1) as client:  # a new connection each time
+                    response = client.get(self.url + "/readyz")
+                if response.status_code == 200:
+                    seen.add(response.json().get("worker_pid"))
+                    if len(seen) >= workers:
+                        return
+                    continue
             except httpx.HTTPError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.1)
         self.stop()
-        raise RuntimeError("the server did not become ready in 60 s")
+        raise RuntimeError(f"{len(seen)} of {workers} workers became ready in {seconds:g} s")
 
     def stop(self) -> None:
         self.process.terminate()

@@ -80,8 +80,16 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
         "KENTINO_RELOAD_FILE": mark.name,
     })
     try:
-        uvicorn.run("kentino_expert.service:app_from_env", factory=True, host=host, port=port, workers=workers,
-                    log_level=log_level)
+        from .workers import Supervisor, reuse_port_available
+        if reuse_port_available():  # a socket per worker: the kernel balances kept-alive connections
+            try:
+                supervisor = Supervisor(host, port, workers, log_level)
+            except OSError as exc:
+                raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            supervisor.run()
+        else:
+            uvicorn.run("kentino_expert.service:app_from_env", factory=True, host=host, port=port, workers=workers,
+                        log_level=log_level)
     finally:
         Path(mark.name).unlink(missing_ok=True)
 

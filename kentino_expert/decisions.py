@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -163,6 +165,11 @@ class DecisionLog:
         return row
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 class SqliteDecisionLog(DecisionLog):
     """The log in one SQLite file (WAL journal, synchronous=FULL: a commit survives power loss)."""
 
@@ -201,11 +208,33 @@ class SqliteDecisionLog(DecisionLog):
             raise DecisionLogError(f"decision log {self.path} is closed")
         return self._conn
 
+    busy_seconds = 30.0  # how long a write waits for another process's write lock before it fails
+
+    def _begin_immediate(self, conn) -> None:
+        """BEGIN IMMEDIATE, retried every ~0.5 ms while another process holds the write lock.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries: measured with two
+        workers, p99 latency went to 110-440 ms although a commit takes about a millisecond.
+        """
+        deadline = time.monotonic() + self.busy_seconds
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(random.uniform(0.0002, 0.0008))
+        finally:
+            conn.execute("PRAGMA busy_timeout = 30000")
+
     def _insert_many(self, rows: list[dict]) -> None:
         with self._lock:
             conn = self._connection()
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin_immediate(conn)
                 conn.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                                  [[row[c] for c in COLUMNS] for row in rows])
                 conn.execute("COMMIT")

@@ -281,6 +281,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
         writable = decision_log.writable()
         body = {"ready": loaded and writable, "rules_loaded": loaded, "log_writable": writable,
                 "digest": expert.ruleset.digest if expert else None, "generation": holder.generation,
+                "worker_pid": os.getpid(),
                 "last_reload_error": holder.last_error}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 

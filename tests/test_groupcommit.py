@@ -83,3 +83,26 @@ def test_sqlite_log_under_threads_keeps_every_acknowledged_id(tmp_path):
     assert {row["decision_id"] for row in log.list(limit=100)} == set(ids)
     assert log._committer.rows == 32
     log.close()
+
+
+def test_sqlite_write_waits_for_another_process_lock(tmp_path):
+    """A record made while another connection holds the write lock waits for it, then commits; past the limit it fails cleanly."""
+    import sqlite3
+    log = DecisionLog.open(tmp_path / "decisions.db")
+    answer = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}
+    other = sqlite3.connect(tmp_path / "decisions.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # what a second worker process holds while it commits
+    release = threading.Timer(0.05, lambda: other.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    decision_id = log.record({"task": "inference"}, answer, "http")
+    assert time.monotonic() - started >= 0.04 and log.get(decision_id) is not None
+    release.join()
+    other.execute("BEGIN IMMEDIATE")
+    log.busy_seconds = 0.05
+    with pytest.raises(DecisionLogError, match="locked"):
+        log.record({"task": "inference"}, answer, "http")
+    other.execute("ROLLBACK")
+    assert len(log.list(limit=10)) == 1
+    other.close()
+    log.close()

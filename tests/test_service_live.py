@@ -70,8 +70,13 @@ def _when_ready(process, base: str, seconds: float):
 
 
 def _stop(process):
+    """SIGTERM first (a supervisor then stops its workers), SIGKILL if it does not exit."""
     if process.poll() is None:
-        process.kill()
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
     process.wait(timeout=10)
     if process.stderr:
         process.stderr.close()
@@ -244,3 +249,50 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
         assert all(logged[a["decision_id"]] == a["ruleset"]["digest"] for a in answers)
     finally:
         _stop(process)
+
+
+def _worker_pids(base: str, connections: int = 16) -> set:
+    pids = set()
+    for _ in range(connections):
+        with httpx.Client(timeout=10) as client:  # a new connection each time
+            pids.add(client.get(f"{base}/readyz").json()["worker_pid"])
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers are Linux-only")
+def test_workers_share_connections_reload_on_sighup_and_stop_together(tmp_path):
+    """`serve --workers 2`: new connections reach both workers, SIGHUP reloads both, SIGTERM stops both."""
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    process, base = _serve_workers(tmp_path, 2, rules)
+    try:
+        deadline, pids = time.monotonic() + 30, set()
+        while len(pids) < 2 and time.monotonic() < deadline:  # the second worker may still be starting
+            pids |= _worker_pids(base, 4)
+        assert len(pids) == 2 and process.pid not in pids
+        assert _worker_pids(base) == pids  # 16 new connections: the kernel spreads them over both
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        params = rules / "parameters.yaml"
+        params.write_text(params.read_text().replace("hyperscale_qps:\n    value: 100000",
+                                                     "hyperscale_qps:\n    value: 200000"))
+        process.send_signal(signal.SIGHUP)
+        deadline, digests = time.monotonic() + 20, {}
+        while time.monotonic() < deadline:
+            for _ in range(8):
+                state = httpx.Client(timeout=10).get(f"{base}/readyz").json()
+                digests[state["worker_pid"]] = state["digest"]
+            if len(digests) == 2 and digest not in digests.values():
+                break
+            time.sleep(0.1)
+        assert len(digests) == 2 and digest not in digests.values(), digests
+    finally:
+        _stop(process)
+    time.sleep(0.5)
+    assert not [pid for pid in pids if _alive(pid)]
