@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import resource
 import statistics
 import subprocess
 import sys
@@ -147,11 +146,19 @@ def _progress(label: str):
 
 
 def memory(evaluations: int) -> list[dict]:
-    """Peak RSS at 10%, 50% and 100% of the run, measured in a fresh process (ru_maxrss is a high-water mark)."""
+    """RSS and peak RSS at 10%, 50% and 100% of the run, measured in a fresh process."""
     script = ("import json,sys; from kentino_expert.bench import _memory_rows; "
               f"print(json.dumps(_memory_rows({evaluations})))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
+
+
+def _memory_now() -> dict:
+    """Resident and peak memory of this process from /proc (ru_maxrss survives exec: it would report
+    the benchmark process that started this one)."""
+    status = Path("/proc/self/status").read_text()
+    field = lambda name: int(status.split(name + ":")[1].split()[0]) / 1024  # noqa: E731
+    return {"rss_mb": field("VmRSS"), "peak_rss_mb": field("VmHWM")}
 
 
 def _memory_rows(evaluations: int) -> list[dict]:
@@ -160,7 +167,7 @@ def _memory_rows(evaluations: int) -> list[dict]:
     for index in range(1, evaluations + 1):
         expert.recommend(WORKLOADS[index % len(WORKLOADS)])
         if index in marks:
-            rows.append({"evaluations": index, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+            rows.append({"evaluations": index, **_memory_now()})
     return rows
 
 
