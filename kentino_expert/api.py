@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,9 @@ class KindOracle:
         self._engine = None
         self._lock = threading.Lock()
         self._cached = functools.lru_cache(maxsize=cache_size)(self._kind_of_key)
+        self._reads = frozenset().union(*(rule.reads for rule in self.ruleset.rules))
+        self._by_state: OrderedDict = OrderedDict()
+        self._cache_size = cache_size
 
     def engine(self):
         with self._lock:
@@ -114,8 +118,23 @@ class KindOracle:
     def _uncached(self, mapping) -> str | None:
         from .derive import derive
         from .inference import final_state
-        derived = derive(validate_facts(mapping), self.knowledge, self.full_ruleset)
-        return final_state(self.ruleset, derived.state(), self.engine()).get("recommended_kind")
+        state = derive(validate_facts(mapping), self.knowledge, self.full_ruleset).state()
+        # Different facts often size to the same state as far as the deciding rules can see (a probe
+        # equal to the default, a card the model fits on either way): the kind is then known.
+        key = tuple(sorted((name, state[name]) for name in self._reads if name in state))
+        try:
+            with self._lock:
+                if key in self._by_state:
+                    self._by_state.move_to_end(key)
+                    return self._by_state[key]
+        except TypeError:  # an unhashable value: evaluate without the cache
+            return final_state(self.ruleset, state, self.engine()).get("recommended_kind")
+        kind = final_state(self.ruleset, state, self.engine()).get("recommended_kind")
+        with self._lock:
+            self._by_state[key] = kind
+            while len(self._by_state) > self._cache_size:
+                self._by_state.popitem(last=False)
+        return kind
 
     def close(self) -> None:
         with self._lock:
