@@ -132,12 +132,26 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                reload_file: str | None = None, admin_token: str | None = None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
     DecisionLog (default: DecisionLog.open(db), i.e. KENTINO_DB or ./kentino-decisions.db)."""
-    from .decisions import DecisionLog, respond
+    from .decisions import DecisionLog
     factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
     holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else DecisionLog.open(db)
     token = admin_token if admin_token is not None else os.environ.get("KENTINO_ADMIN_TOKEN") or None
 
+    app = FastAPI(title="Kentino Expert", version=_version(),
+                  description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
+                  lifespan=_lifespan(holder))
+    app.state.holder = holder
+    app.state.log = decision_log
+    _install_error_handlers(app)
+    _add_answer_routes(app, holder, decision_log)
+    _add_decision_routes(app, holder, decision_log)
+    _add_operations_routes(app, holder, decision_log, token)
+    return app
+
+
+def _lifespan(holder):
+    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only)."""
     def reload_logged(origin: str):
         try:
             result = holder.reload()
@@ -162,13 +176,11 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
             if installed:
                 loop.remove_signal_handler(signal.SIGHUP)
 
-    app = FastAPI(title="Kentino Expert", version=_version(),
-                  description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
-                  lifespan=lifespan)
-    app.state.holder = holder
-    app.state.log = decision_log
+    return lifespan
 
-    # -- errors: a client never sees a 500 for what it sent
+
+def _install_error_handlers(app) -> None:
+    """Errors as {detail: [{field, message}]}: a client never sees a 500 for what it sent."""
     @app.exception_handler(BadRequest)
     async def _bad_request(request, exc: BadRequest):
         return _detail(exc.field, exc.message, exc.status)
@@ -202,7 +214,11 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
         logging.getLogger("uvicorn.error").exception("internal error on %s %s", request.method, request.url.path)
         return _detail(None, "internal error (logged on the server)", 500)
 
-    # -- endpoints
+
+def _add_answer_routes(app, holder, decision_log) -> None:
+    """POST /v1/recommend, the facts schema and the rule listing."""
+    from .decisions import respond
+
     @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
@@ -236,6 +252,9 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
             {"id": r.id, "heuristics": list(r.heuristics), "description": r.description, "file": r.location.file,
              "line": r.location.line, "priority": r.priority} for r in ruleset.rules]}
 
+
+def _add_decision_routes(app, holder, decision_log) -> None:
+    """The logged decisions: list, one, explained."""
     @app.get("/v1/decisions", summary="Logged decisions, newest first", responses={422: ERROR_422, 503: ERROR_503})
     def decisions(since: str | None = None, kind: str | None = None, limit: int = 100):
         if not 1 <= limit <= 1000:
@@ -269,6 +288,9 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
             return HTMLResponse(explain_html(expert, row))
         return PlainTextResponse(explain_markdown(expert, row), media_type="text/markdown; charset=utf-8")
 
+
+def _add_operations_routes(app, holder, decision_log, token) -> None:
+    """Liveness, readiness and the admin reload."""
     @app.get("/healthz", summary="Liveness")
     def healthz():
         return {"status": "ok"}
@@ -302,8 +324,6 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                                  "serving_digest": holder.expert.ruleset.digest}, status_code=409)
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s", result["digest"][:16])
         return result
-
-    return app
 
 
 def _evaluate_checked(expert, facts):
