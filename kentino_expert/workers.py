@@ -87,6 +87,8 @@ class Supervisor:
         signal.signal(signal.SIGTERM, lambda *_: self._stop())
         try:
             self._workers = [self._start_one() for _ in range(self.count)]
+            print(f"kentino-expert: {self.count} workers on http://{self.host}:{self.port} (supervisor pid "
+                  f"{os.getpid()}; SIGHUP reloads the rules, Ctrl+C stops)", file=sys.stderr, flush=True)
             while not self._stopping:
                 time.sleep(0.2)
                 for index, process in enumerate(self._workers):
