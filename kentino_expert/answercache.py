@@ -1,9 +1,9 @@
-"""Recent decisions of one Expert, keyed by their facts: identical facts are not decided twice.
+"""Bounded caches of one Expert's results: whole decisions keyed by their facts, and the what-ifs.
 
 Chat bots send the same facts again and again (first turns, retries, several bots on one
-workload). An Expert never changes once built (a reload builds a new one, with an empty cache), and
-deciding is deterministic, so a repeat can reuse the evaluation. It is still a new decision: it
-gets its own id and its own committed row in the decision log. The cache is bounded (LRU).
+workload). An Expert never changes once built (a reload builds a new one, with empty caches), and
+deciding is deterministic, so a repeat can reuse the evaluation. A repeated decision is still a new
+decision: it gets its own id and its own committed row in the decision log.
 """
 from __future__ import annotations
 
@@ -11,42 +11,60 @@ import json
 import threading
 from collections import OrderedDict
 
-DEFAULT_SIZE = 512  # entries; one is ~30 KB of Python objects, so the cache stays under ~16 MB
+DEFAULT_SIZE = 512  # decisions; one is ~30 KB of Python objects, so the cache stays under ~16 MB
 
 
-class AnswerCache:
-    """LRU of `evaluate(facts)` results keyed by the canonical JSON of the facts (size 0: no caching)."""
+def facts_key(facts) -> str | None:
+    """The canonical JSON of a mapping of facts (key order does not matter), or None if it is not JSON."""
+    try:
+        return json.dumps(facts, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
 
-    def __init__(self, size: int = DEFAULT_SIZE):
+
+class LruCache:
+    """A thread-safe least-recently-used map from hashable keys to computed values (size 0: off)."""
+
+    def __init__(self, size: int):
         self._size = size
-        self._entries: OrderedDict[str, tuple] = OrderedDict()
+        self._entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+
+    def get_or_compute(self, key, compute):
+        """The value cached under `key`, else `compute()` (cached unless it raises; a None or
+        unhashable key is never cached)."""
+        if self._size <= 0 or key is None:
+            return compute()
+        try:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return self._entries[key]
+        except TypeError:  # an unhashable value inside the key
+            return compute()
+        value = compute()
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = value
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class AnswerCache(LruCache):
+    """Whole decisions keyed by their facts."""
+
+    def __init__(self, size: int = DEFAULT_SIZE):
+        super().__init__(size)
 
     def get(self, facts: dict, evaluate) -> tuple:
         """evaluate(facts), from the cache when these exact facts were decided recently.
 
         What `evaluate` returns is shared between callers: they must not mutate it.
         """
-        if self._size <= 0:
-            return evaluate(facts)
-        try:
-            key = json.dumps(facts, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return evaluate(facts)  # not JSON-shaped: validation will say why
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return found
-        result = evaluate(facts)  # errors propagate and are not cached
-        with self._lock:
-            self.misses += 1
-            self._entries[key] = result
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-        return result
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        return self.get_or_compute(facts_key(facts), lambda: evaluate(facts))

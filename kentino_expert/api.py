@@ -1,14 +1,11 @@
 """The in-process API: load a rule set once, answer many workloads (what chat bots and the CLI call)."""
 from __future__ import annotations
 
-import functools
-import json
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .answercache import DEFAULT_SIZE, AnswerCache
+from .answercache import DEFAULT_SIZE, AnswerCache, LruCache, facts_key
 from .compiler import RuleSet, compile_ruleset
 from .engine import DurableEngine
 from .facts import Workload, read_facts, validate_facts
@@ -67,36 +64,26 @@ class Expert:
         return run_rules(self.ruleset, state, self.engine)
 
 
-def kind_reached(mapping, knowledge: Knowledge, ruleset: RuleSet, engine) -> str | None:
-    """The recommended kind for a mapping of facts, without a trace (what a what-if needs)."""
-    from .derive import derive
-    from .inference import final_state
-    derived = derive(validate_facts(mapping), knowledge, ruleset)
-    return final_state(ruleset, derived.state(), engine).get("recommended_kind")
-
-
 class KindOracle:
     """The recommended kind for facts, for what-if probes: only the rules that can decide the kind
-    (on an engine of their own, built on first use) and a bounded cache of the answers.
+    (on an engine of their own, built on first use) and bounded caches of the answers.
 
     A chat bot's first turn probes ~16 what-ifs; the advice rules (about 40% of the rule set) only
-    warn, so leaving them out makes each probe cheaper, and the cache makes a repeated probe free.
-    An Expert never changes once built (a reload builds a new one), so the cache cannot go stale.
+    warn, so leaving them out makes each probe cheaper, and the caches make a repeated probe free.
+    An Expert never changes once built (a reload builds a new one), so the caches cannot go stale.
     """
 
     def __init__(self, knowledge: Knowledge, ruleset: RuleSet, backend: str, cache_size: int):
         from .compiler import deciding_subset
         from .names import recommendation_key
         self.knowledge = knowledge
-        self.full_ruleset = ruleset
-        self.ruleset = deciding_subset(ruleset, recommendation_key("kind"))
+        self.ruleset = deciding_subset(ruleset, recommendation_key("kind"))  # same parameters and defaults
         self._backend = backend
         self._engine = None
         self._lock = threading.Lock()
-        self._cached = functools.lru_cache(maxsize=cache_size)(self._kind_of_key)
         self._reads = frozenset().union(*(rule.reads for rule in self.ruleset.rules))
-        self._by_state: OrderedDict = OrderedDict()
-        self._cache_size = cache_size
+        self._by_facts = LruCache(cache_size)
+        self._by_state = LruCache(cache_size)
 
     def engine(self):
         with self._lock:
@@ -106,35 +93,17 @@ class KindOracle:
             return self._engine
 
     def kind_of(self, mapping) -> str | None:
-        try:
-            key = json.dumps(mapping, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):  # not JSON-shaped: validation will say why; nothing to cache
-            return self._uncached(mapping)
-        return self._cached(key)
-
-    def _kind_of_key(self, key: str) -> str | None:
-        return self._uncached(json.loads(key))
+        return self._by_facts.get_or_compute(facts_key(mapping), lambda: self._uncached(mapping))
 
     def _uncached(self, mapping) -> str | None:
         from .derive import derive
         from .inference import final_state
-        state = derive(validate_facts(mapping), self.knowledge, self.full_ruleset).state()
+        state = derive(validate_facts(mapping), self.knowledge, self.ruleset).state()
         # Different facts often size to the same state as far as the deciding rules can see (a probe
         # equal to the default, a card the model fits on either way): the kind is then known.
         key = tuple(sorted((name, state[name]) for name in self._reads if name in state))
-        try:
-            with self._lock:
-                if key in self._by_state:
-                    self._by_state.move_to_end(key)
-                    return self._by_state[key]
-        except TypeError:  # an unhashable value: evaluate without the cache
-            return final_state(self.ruleset, state, self.engine()).get("recommended_kind")
-        kind = final_state(self.ruleset, state, self.engine()).get("recommended_kind")
-        with self._lock:
-            self._by_state[key] = kind
-            while len(self._by_state) > self._cache_size:
-                self._by_state.popitem(last=False)
-        return kind
+        return self._by_state.get_or_compute(
+            key, lambda: final_state(self.ruleset, state, self.engine()).get("recommended_kind"))
 
     def close(self) -> None:
         with self._lock:

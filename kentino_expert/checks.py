@@ -206,7 +206,7 @@ def analyse(rules, parameters, knowledge, namespace, sink) -> None:
         sink.warning(low.location, "W302", f"never fires: '{high.id}' (priority {high.priority:g}) "
                      "matches whenever this rule does and pre-empts it", rule=low.id)
     _inversions(rules, namespace, sink)
-    from .engine import shape_problems
+    from .durable_terms import shape_problems
     for rule, message in shape_problems(rules):
         sink.error(rule.location, "E201", message, rule=rule.id)
 

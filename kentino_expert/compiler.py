@@ -58,6 +58,16 @@ class RuleSet:
         """name -> value of every parameter (read-only; computed once: every evaluation reads it)."""
         return MappingProxyType({name: p.value for name, p in self.parameters.items()})
 
+    @functools.cached_property
+    def rules_by_kind(self) -> Mapping:
+        """kind -> the rules recommending it, in the order they are tried (read-only)."""
+        out: dict = {}
+        for rule in self.rules:
+            for key, value in rule.recommend:
+                if key == "kind" and isinstance(value, str):
+                    out.setdefault(value, []).append(rule)
+        return MappingProxyType({kind: tuple(rules) for kind, rules in out.items()})
+
     def rule(self, rule_id: str) -> CompiledRule:
         return self.by_id[rule_id]
 

@@ -315,14 +315,14 @@ class PostgresDecisionLog(DecisionLog):
         return self._conn
 
     def _insert_many(self, rows: list[dict]) -> None:
-        from psycopg.types.json import Jsonb
-        values = [[Jsonb(json.loads(row[c])) if c in ("facts", "answer") else row[c] for c in COLUMNS] for row in rows]
+        # the JSON columns go in as the text already written (cast by the server), not re-encoded
+        placeholders = ", ".join("%s::jsonb" if c in ("facts", "answer") else "%s" for c in COLUMNS)
+        values = [[row[c] for c in COLUMNS] for row in rows]
         with self._lock:
             conn = self._connection()
             try:
                 with conn.transaction(), conn.cursor() as cursor:
-                    cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES "
-                                       f"({', '.join(['%s'] * len(COLUMNS))})", values)
+                    cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", values)
             except self._psycopg.Error as exc:
                 raise DecisionLogError(f"decision log {self._safe_url()}: decision not recorded: {str(exc).strip()}") from None
 

@@ -20,8 +20,7 @@ import threading
 
 import durable_rules_engine as _dre
 
-from .durable_terms import (MAX_PROPERTIES, ShapeError, _fragment, encode, encode_members,  # noqa: F401
-                            encode_value, pattern_names, rule_pattern, shape_problems, translate)
+from .durable_terms import encode, encode_members, pattern_names, rule_pattern, shape_problems
 from .errors import EngineError
 
 GROUP_RULES = 64       # one fact may match at most 64 sibling conditions (error 303)

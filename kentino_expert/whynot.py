@@ -2,8 +2,9 @@
 
 "Nearest" is the rule with the fewest false `when` conditions about the workload's own facts (a
 rule for another task is far: the buyer would have to describe a different job), then the fewest
-false conditions in all, then the one tried first. Each failing condition is shown with the actual values of the names it mentions and
-the values of the parameters (thresholds) it compares them with.
+false conditions in all, then the one tried first. Each failing condition is shown with the
+actual values of the names it mentions and the values of the parameters (thresholds) it compares
+them with.
 """
 from __future__ import annotations
 
@@ -104,19 +105,6 @@ def _on_facts(conditions, params) -> int:
     return count
 
 
-def _candidates_by_kind(ruleset) -> dict:
-    """Rules per kind they recommend, in the order they are tried (computed once per rule set)."""
-    cached = getattr(ruleset, "_why_not_candidates", None)
-    if cached is None:
-        cached = {}
-        for rule in ruleset.rules:
-            for key, value in rule.recommend:
-                if key == "kind" and isinstance(value, str):
-                    cached.setdefault(value, []).append(rule)
-        object.__setattr__(ruleset, "_why_not_candidates", cached)
-    return cached
-
-
 def _failing(conditions, state: dict, params: dict) -> list[dict]:
     out = []
     for condition in conditions:
@@ -149,7 +137,7 @@ def why_not_from(expert, firings, state: dict) -> list[dict]:
     env = {**params, **state}
     chosen = state.get("recommended_kind")
     decider = _decider(ruleset, firings, state)
-    by_kind = _candidates_by_kind(ruleset)
+    by_kind = ruleset.rules_by_kind
     out = []
     for kind in KINDS:
         if kind == chosen:

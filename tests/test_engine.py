@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from kentino_expert import expr as ast
 from kentino_expert.api import Expert
 from kentino_expert.derive import derive
-from kentino_expert.engine import DurableEngine, encode, encode_value, translate
+from kentino_expert.durable_terms import encode, encode_value, translate
+from kentino_expert.engine import DurableEngine
 from kentino_expert.errors import EngineError, KentinoError
 from kentino_expert.facts import validate_facts
 from kentino_expert.inference import run_rules
@@ -159,7 +160,7 @@ class TestShapes:
     @pytest.mark.parametrize("text", ["params_b + 1 > 3", "max(params_b, 2) > 3"])
     def test_refused(self, text):
         """Arithmetic on the left, or functions in a condition, have no durable-rules form."""
-        from kentino_expert.engine import ShapeError
+        from kentino_expert.durable_terms import ShapeError
         with pytest.raises(ShapeError):
             translate(ast.parse(text))
 
