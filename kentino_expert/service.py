@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -45,9 +46,20 @@ def _detail(field, message, status=422, **extra) -> JSONResponse:
 
 # -- the expert, swapped atomically ---------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Serving:
+    """What is being served, as one value: readers never see a new generation with an old expert."""
+    expert: object
+    generation: int
+    loaded_at: float
+    last_error: str | None = None
+
+
 class ExpertHolder:
     """The expert in service; `reload` builds a new one and swaps it in only when it loads.
 
+    The state is one frozen `Serving` replaced by a single assignment, so a request or /readyz
+    running beside a reload thread sees either the old state or the new one, never a mix.
     With several worker processes a reload in one worker touches `reload_file`; the others see its
     new mtime on their next request and reload themselves (refusing, as here, a broken rule set).
     """
@@ -57,10 +69,11 @@ class ExpertHolder:
         self._lock = threading.Lock()
         self.reload_file = Path(reload_file) if reload_file else None
         self._seen_mark = self._mark()
-        self.expert = factory()
-        self.generation = 1
-        self.loaded_at = time.time()
-        self.last_error: str | None = None
+        self.serving = Serving(factory(), 1, time.time())
+
+    @property
+    def expert(self):
+        return self.serving.expert
 
     def _mark(self):
         try:
@@ -68,8 +81,8 @@ class ExpertHolder:
         except OSError:
             return None
 
-    def current(self):
-        """The expert to use for one whole request (a snapshot: later swaps do not affect it)."""
+    def snapshot(self) -> Serving:
+        """The state to use for one whole request (later swaps do not affect it)."""
         if self.reload_file is not None:
             mark = self._mark()
             if mark != self._seen_mark:
@@ -78,21 +91,22 @@ class ExpertHolder:
                     self.reload(propagate=False)
                 except KentinoError as exc:
                     log.error("reload signalled by another worker refused: %s", exc)
-        return self.expert
+        return self.serving
+
+    def current(self):
+        """The expert to use for one whole request."""
+        return self.snapshot().expert
 
     def reload(self, propagate: bool = True) -> dict:
         """Build a new expert from the same factory; raise its KentinoError and keep the old one if it fails."""
         with self._lock:
-            old = self.expert
+            old = self.serving
             try:
                 new = self.factory()
             except KentinoError as exc:
-                self.last_error = str(exc)
+                self.serving = replace(old, last_error=str(exc))
                 raise
-            self.expert = new  # one reference assignment: atomic for every reader
-            self.generation += 1
-            self.loaded_at = time.time()
-            self.last_error = None
+            self.serving = Serving(new, old.generation + 1, time.time())
             if propagate and self.reload_file is not None:
                 try:
                     self.reload_file.touch()
@@ -100,8 +114,8 @@ class ExpertHolder:
                 except OSError as exc:
                     log.warning("cannot signal the other workers through %s: %s", self.reload_file, exc)
         # the old expert's engine is closed by its finaliser once the last request using it is done
-        return {"reloaded": True, "digest": new.ruleset.digest, "previous_digest": old.ruleset.digest,
-                "rules": len(new.ruleset.rules), "generation": self.generation}
+        return {"reloaded": True, "digest": new.ruleset.digest, "previous_digest": old.expert.ruleset.digest,
+                "rules": len(new.ruleset.rules), "generation": old.generation + 1}
 
 
 def _diagnostics(exc: KentinoError) -> list[dict]:
@@ -298,13 +312,13 @@ def _add_operations_routes(app, holder, decision_log, token) -> None:
     @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable",
              responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}"}})
     def readyz():
-        expert = holder.current()
+        serving = holder.snapshot()
+        expert = serving.expert
         loaded = expert is not None and bool(expert.ruleset.rules)
         writable = decision_log.writable()
         body = {"ready": loaded and writable, "rules_loaded": loaded, "log_writable": writable,
-                "digest": expert.ruleset.digest if expert else None, "generation": holder.generation,
-                "worker_pid": os.getpid(),
-                "last_reload_error": holder.last_error}
+                "digest": expert.ruleset.digest if expert else None, "generation": serving.generation,
+                "worker_pid": os.getpid(), "last_reload_error": serving.last_error}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",

@@ -322,3 +322,37 @@ def test_unknown_route_and_method(client):
     assert wrong.status_code == 405 and wrong.json()["detail"][0]["message"]
     assert client.get("/v1/decisions", params={"since": "yesterday"}).status_code == 422
     assert client.get("/v1/decisions", params={"limit": "many"}).json()["detail"][0]["field"] == "limit"
+
+
+def test_holder_snapshot_never_mixes_generations():
+    """A reader beside a reloading thread always sees a generation together with its own expert."""
+    import threading
+    from types import SimpleNamespace
+
+    from kentino_expert.service import ExpertHolder
+
+    built = iter(range(10**6))
+
+    def factory():
+        number = next(built)
+        return SimpleNamespace(number=number, ruleset=SimpleNamespace(digest=str(number), rules=()))
+
+    holder = ExpertHolder(factory)
+    stop, mismatches = threading.Event(), []
+
+    def reload_forever():
+        while not stop.is_set():
+            holder.reload()
+
+    reloader = threading.Thread(target=reload_forever)
+    reloader.start()
+    try:
+        for _ in range(50_000):
+            serving = holder.snapshot()
+            # the factory numbers experts 0, 1, 2 ... and generation n serves expert n - 1
+            if serving.generation != serving.expert.number + 1:
+                mismatches.append((serving.generation, serving.expert.number))
+    finally:
+        stop.set()
+        reloader.join()
+    assert holder.serving.generation > 100 and not mismatches
