@@ -92,10 +92,22 @@ def _example(rule, expert) -> list[str]:
     if not example:
         return ["## Example", "", "(no example workload given)"]
     answer = expert.recommend(example)
-    fired = any(step.rule == rule.id for step in answer.trace)
+    step = next((step for step in answer.trace if step.rule == rule.id), None)
     facts = ", ".join(f"{k}: {v}" for k, v in example.items())
-    return ["## Example", "", f"`{{{facts}}}` -> **{answer.recommendation.kind}**; "
-            f"this rule {'fires' if fired else 'does NOT fire'} on it."]
+    lines = ["## Example", "", f"`{{{facts}}}` -> **{answer.recommendation.kind}**; "
+             f"this rule {'fires' if step else 'does NOT fire'} on it."]
+    if step is not None:
+        # what an auditor reads for this rule: the snapshot that shows when an edit changes it
+        matched = ", ".join(f"{name} = {_shown(value)}" for name, value in step.matched.items())
+        concluded = ", ".join(f"{name} = {_shown(value)}" for name, value in step.concluded.items())
+        lines += ["", "Its step in the trace:", "",
+                  f"- matched: {matched or '(nothing)'}", f"- concluded: {concluded or '(nothing)'}",
+                  f"- because: {step.because}"]
+    return lines
+
+
+def _shown(value) -> str:
+    return f"`{value}`" if not isinstance(value, str) else f"`'{value}'`"
 
 
 def index_page(ruleset) -> str:

@@ -1,6 +1,7 @@
 """The product manager's loop: check, scenario tests with coverage, diff, rule pages, schemas, YAML-only policy."""
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shutil
@@ -258,6 +259,21 @@ class TestDiff:
         assert result.exit_code == 2 and "--base" in result.output
 
 
+STORED_RULE_PAGES = sorted(p.name for p in (ROOT / "docs" / "rules").glob("*.md"))
+
+
+@pytest.fixture(scope="module")
+def fresh_rule_pages(tmp_path_factory) -> dict:
+    """The rule pages as `kentino-expert rules docs` writes them now, by file name."""
+    outdir = tmp_path_factory.mktemp("rule-pages")
+    expert = Expert()
+    try:
+        write_docs(expert, outdir)
+    finally:
+        expert.close()
+    return {p.name: p.read_text() for p in outdir.glob("*.md")}
+
+
 class TestRulePages:
     """Rule pages are generated from the rule files and kept in the repo."""
 
@@ -267,12 +283,18 @@ class TestRulePages:
         stored = (ROOT / "tests" / "scenarios" / "rule-examples.yaml").read_text()
         assert stored == rule_examples_yaml(Expert().ruleset)
 
-    def test_docs_are_current(self, tmp_path):
-        """docs/rules/ equals a fresh generation (run `kentino-expert rules docs docs/rules` after editing rules)."""
-        write_docs(Expert(), tmp_path)
-        fresh = {p.name: p.read_text() for p in tmp_path.glob("*.md")}
-        stored = {p.name: p.read_text() for p in (ROOT / "docs" / "rules").glob("*.md")}
-        assert fresh == stored
+    def test_docs_hold_a_page_per_rule(self, fresh_rule_pages):
+        """docs/rules/ holds exactly the pages a fresh generation writes: one per rule and the index."""
+        stored = sorted(p.name for p in (ROOT / "docs" / "rules").glob("*.md"))
+        assert stored == sorted(fresh_rule_pages), "run `kentino-expert rules docs docs/rules`"
+
+    @pytest.mark.parametrize("page", STORED_RULE_PAGES)
+    def test_rule_page_snapshot(self, page, fresh_rule_pages):
+        """The stored page (the rule's text, conditions and its example's trace step) equals a fresh generation."""
+        stored = (ROOT / "docs" / "rules" / page).read_text()
+        fresh = fresh_rule_pages.get(page, "")
+        diff = "".join(difflib.unified_diff(stored.splitlines(True), fresh.splitlines(True), "stored", "fresh"))
+        assert not diff, f"{page} is stale (run `kentino-expert rules docs docs/rules`):\n{diff}"
 
     def test_page_content(self, tmp_path):
         """A page names the heuristic's words, its conditions in plain language, parameters and an example that fires."""
