@@ -37,42 +37,46 @@ def build_report(expert, subject) -> dict:
     # Under other rules, today's conditions and why-not would contradict the stored trace (a rule shown
     # as fired whose condition "does not hold"): they are shown only for the rule set that decided.
     same_rules = digest == ruleset.digest
-    params = ruleset.parameter_values
-    heuristics = expert.knowledge.heuristics
-    steps = []
-    for step in answer.get("trace", []):
-        rule = ruleset.by_id.get(step["rule"])
-        matched = step.get("matched") or {}
-        env = {**params, **matched}
-        conditions = []
-        if rule is not None and same_rules:
-            for condition in rule.source.when:
-                actual, thresholds = condition_values(condition.node, matched, params)
-                conditions.append({"text": condition.text, "holds": truth_of(condition.node, env),
-                                   "actual": actual, "thresholds": thresholds,
-                                   "values": describe_values(actual, thresholds)})
-        steps.append({
-            "step": step["step"], "rule": step["rule"], "file": step["file"], "line": step["line"],
-            "description": rule.description if rule else "", "because": step.get("because", ""),
-            "in_current_rules": rule is not None, "conditions": conditions, "concluded": step.get("concluded", {}),
-            "heuristics": [{"id": hid, "section": heuristics.get(hid, {}).get("section", ""),
-                            "text": heuristics.get(hid, {}).get("text", "(not in the current knowledge catalog)")}
-                           for hid in step.get("heuristics", [])],
-        })
-    not_chosen, why_not_error = [], None
-    if not same_rules:
-        replay = f"kentino-expert decisions replay {meta['decision_id']}" if meta and meta.get("decision_id") else \
-            "kentino-expert decisions replay ID"
-        why_not_error = (f"the rule set changed since this decision (now {ruleset.digest[:16]}); "
-                         f"`{replay}` re-evaluates it with the current rules")
-    else:
-        try:
-            not_chosen = why_not(expert, answer)
-        except KentinoError as exc:
-            why_not_error = str(exc)
+    steps = [_report_step(expert, step, same_rules) for step in answer.get("trace", [])]
+    not_chosen, why_not_error = _report_why_not(expert, answer, meta, same_rules)
     return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen,
             "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
-            "current_digest": ruleset.digest, "digest_matches": digest == ruleset.digest}
+            "current_digest": ruleset.digest, "digest_matches": same_rules}
+
+
+def _report_step(expert, step: dict, same_rules: bool) -> dict:
+    """One fired rule: its conditions as actual vs threshold (only under the deciding rule set)."""
+    ruleset, heuristics = expert.ruleset, expert.knowledge.heuristics
+    rule = ruleset.by_id.get(step["rule"])
+    matched = step.get("matched") or {}
+    params = ruleset.parameter_values
+    env = {**params, **matched}
+    conditions = []
+    for condition in (rule.source.when if rule is not None and same_rules else ()):
+        actual, thresholds = condition_values(condition.node, matched, params)
+        conditions.append({"text": condition.text, "holds": truth_of(condition.node, env),
+                           "actual": actual, "thresholds": thresholds, "values": describe_values(actual, thresholds)})
+    return {
+        "step": step["step"], "rule": step["rule"], "file": step["file"], "line": step["line"],
+        "description": rule.description if rule else "", "because": step.get("because", ""),
+        "in_current_rules": rule is not None, "conditions": conditions, "concluded": step.get("concluded", {}),
+        "heuristics": [{"id": hid, "section": heuristics.get(hid, {}).get("section", ""),
+                        "text": heuristics.get(hid, {}).get("text", "(not in the current knowledge catalog)")}
+                       for hid in step.get("heuristics", [])],
+    }
+
+
+def _report_why_not(expert, answer: dict, meta: dict | None, same_rules: bool) -> tuple[list, str | None]:
+    """(why-not items, why they are not shown or None)."""
+    if not same_rules:
+        decision_id = meta.get("decision_id") if meta else None
+        replay = f"kentino-expert decisions replay {decision_id or 'ID'}"
+        return [], (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
+                    f"`{replay}` re-evaluates it with the current rules")
+    try:
+        return why_not(expert, answer), None
+    except KentinoError as exc:
+        return [], str(exc)
 
 
 def _plan_rows(rec: dict) -> list[tuple[str, str]]:
@@ -118,23 +122,34 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
         out.append("")
     out += ["## Why: the rules that fired", ""]
     for step in report["steps"]:
-        out += [f"### {step['step']}. `{step['rule']}` ({step['file']}:{step['line']})", ""]
-        if step["description"]:
-            out += [f"*{step['description']}*", ""]
-        if step["because"]:
-            out += [f"Because: {step['because']}", ""]
-        if not step["in_current_rules"]:
-            out += ["(This rule is not in the current rule set; its conditions cannot be shown.)", ""]
-        if step["conditions"]:
-            out += ["| condition | holds | actual vs threshold |", "|---|---|---|"]
-            out += [f"| `{_cell(c['text'])}` | {'yes' if c['holds'] else 'no'} | {_cell(c['values']) or '-'} |"
-                    for c in step["conditions"]]
-            out.append("")
-        for h in step["heuristics"]:
-            section = f" ({h['section']})" if h["section"] else ""
-            out += [f"> **{h['id']}**{section}: {h['text']}", ">"]
-        if step["heuristics"]:
-            out[-1] = ""
+        out += _markdown_step(step)
+    return "\n".join(out + _markdown_tail(report)) + "\n"
+
+
+def _markdown_step(step: dict) -> list[str]:
+    out = [f"### {step['step']}. `{step['rule']}` ({step['file']}:{step['line']})", ""]
+    if step["description"]:
+        out += [f"*{step['description']}*", ""]
+    if step["because"]:
+        out += [f"Because: {step['because']}", ""]
+    if not step["in_current_rules"]:
+        out += ["(This rule is not in the current rule set; its conditions cannot be shown.)", ""]
+    if step["conditions"]:
+        out += ["| condition | holds | actual vs threshold |", "|---|---|---|"]
+        out += [f"| `{_cell(c['text'])}` | {'yes' if c['holds'] else 'no'} | {_cell(c['values']) or '-'} |"
+                for c in step["conditions"]]
+        out.append("")
+    for h in step["heuristics"]:
+        section = f" ({h['section']})" if h["section"] else ""
+        out += [f"> **{h['id']}**{section}: {h['text']}", ">"]
+    if step["heuristics"]:
+        out[-1] = ""
+    return out
+
+
+def _markdown_tail(report: dict) -> list[str]:
+    """Assumptions, why not, and the rule set."""
+    answer, out = report["answer"], []
     if answer.get("assumptions"):
         out += ["## Assumptions", ""]
         out += [f"- `{a['fact']}` = {a['value']}: {a['why']}" for a in answer["assumptions"]]
@@ -149,7 +164,7 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
     else:
         out.append(f"- the current rule set differs: `{report['current_digest']}` (so the conditions and the "
                    "why-not, which only the deciding rule set can show truly, are left out)")
-    return "\n".join(out) + "\n"
+    return out
 
 
 _CSS = """
@@ -190,20 +205,10 @@ def explain_html(expert, answer_dict_or_decision) -> str:
     """The same explanation as one self-contained HTML page (inline CSS, no scripts, no network)."""
     report = build_report(expert, answer_dict_or_decision)
     answer, rec = report["answer"], report["answer"]["recommendation"]
-    status = answer.get("status") or "final"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>Kentino recommendation: {_e(rec['kind'])}</title><style>{_CSS}</style></head><body><main>",
-             f'<header class="answer"><h1>Recommendation: <span class="kind" id="kind">{_e(rec["kind"])}</span></h1>',
-             f'<p><span class="status {_e(status)}">{_e(status)}</span></p><p>{_e(rec.get("summary"))}</p>']
-    meta = report["decision"]
-    if meta and meta.get("decision_id"):
-        parts.append(f'<p class="decision">Decision <code>{_e(meta["decision_id"])}</code>'
-                     + (f" via {_e(meta.get('source'))}" if meta.get("source") else "")
-                     + (f" at {_e(meta.get('created_at'))}" if meta.get("created_at") else "")
-                     + (f", session <code>{_e(meta.get('session_id'))}</code>" if meta.get("session_id") else "")
-                     + (f" turn {_e(meta.get('turn'))}" if meta.get("turn") is not None else "") + "</p>")
-    parts.append("</header>")
+             f"<title>Kentino recommendation: {_e(rec['kind'])}</title><style>{_CSS}</style></head><body><main>"]
+    parts += _html_header(answer, report["decision"])
     parts.append('<section class="plan"><h2>Plan</h2><table><tr>'
                  + "".join(f"<th>{_e(name)}</th>" for name, _ in _plan_rows(rec)) + "</tr><tr>"
                  + "".join(f"<td>{_e(value)}</td>" for _, value in _plan_rows(rec)) + "</tr></table></section>")
@@ -214,26 +219,52 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts.append("</ul></section>")
     parts.append('<section class="trace"><h2>Why: the rules that fired</h2>')
     for step in report["steps"]:
-        parts.append(f'<div class="rule" id="rule-{_e(step["rule"])}" data-rule="{_e(step["rule"])}">'
-                     f'<h3>{step["step"]}. <code>{_e(step["rule"])}</code></h3>'
-                     f'<div class="where">{_e(step["file"])}:{_e(step["line"])}</div>')
-        if step["description"]:
-            parts.append(f"<p><em>{_e(step['description'])}</em></p>")
-        if step["because"]:
-            parts.append(f"<p>Because: {_e(step['because'])}</p>")
-        if not step["in_current_rules"]:
-            parts.append("<p>This rule is not in the current rule set; its conditions cannot be shown.</p>")
-        if step["conditions"]:
-            parts.append("<table><tr><th>condition</th><th>holds</th><th>actual vs threshold</th></tr>")
-            parts += [f"<tr><td><code>{_e(c['text'])}</code></td>"
-                      f"<td class=\"{'yes' if c['holds'] else 'no'}\">{'yes' if c['holds'] else 'no'}</td>"
-                      f"<td>{_e(c['values']) or '-'}</td></tr>" for c in step["conditions"]]
-            parts.append("</table>")
-        for h in step["heuristics"]:
-            section = f" ({_e(h['section'])})" if h["section"] else ""
-            parts.append(f'<blockquote><span class="hid">{_e(h["id"])}</span>{section}: {_e(h["text"])}</blockquote>')
-        parts.append("</div>")
+        parts += _html_step(step)
     parts.append("</section>")
+    parts += _html_tail(report)
+    return "\n".join(parts) + "\n"
+
+
+def _html_header(answer: dict, meta: dict | None) -> list[str]:
+    rec, status = answer["recommendation"], answer.get("status") or "final"
+    parts = [f'<header class="answer"><h1>Recommendation: <span class="kind" id="kind">{_e(rec["kind"])}</span></h1>',
+             f'<p><span class="status {_e(status)}">{_e(status)}</span></p><p>{_e(rec.get("summary"))}</p>']
+    if meta and meta.get("decision_id"):
+        parts.append(f'<p class="decision">Decision <code>{_e(meta["decision_id"])}</code>'
+                     + (f" via {_e(meta.get('source'))}" if meta.get("source") else "")
+                     + (f" at {_e(meta.get('created_at'))}" if meta.get("created_at") else "")
+                     + (f", session <code>{_e(meta.get('session_id'))}</code>" if meta.get("session_id") else "")
+                     + (f" turn {_e(meta.get('turn'))}" if meta.get("turn") is not None else "") + "</p>")
+    parts.append("</header>")
+    return parts
+
+
+def _html_step(step: dict) -> list[str]:
+    parts = [f'<div class="rule" id="rule-{_e(step["rule"])}" data-rule="{_e(step["rule"])}">'
+             f'<h3>{step["step"]}. <code>{_e(step["rule"])}</code></h3>'
+             f'<div class="where">{_e(step["file"])}:{_e(step["line"])}</div>']
+    if step["description"]:
+        parts.append(f"<p><em>{_e(step['description'])}</em></p>")
+    if step["because"]:
+        parts.append(f"<p>Because: {_e(step['because'])}</p>")
+    if not step["in_current_rules"]:
+        parts.append("<p>This rule is not in the current rule set; its conditions cannot be shown.</p>")
+    if step["conditions"]:
+        parts.append("<table><tr><th>condition</th><th>holds</th><th>actual vs threshold</th></tr>")
+        parts += [f"<tr><td><code>{_e(c['text'])}</code></td>"
+                  f"<td class=\"{'yes' if c['holds'] else 'no'}\">{'yes' if c['holds'] else 'no'}</td>"
+                  f"<td>{_e(c['values']) or '-'}</td></tr>" for c in step["conditions"]]
+        parts.append("</table>")
+    for h in step["heuristics"]:
+        section = f" ({_e(h['section'])})" if h["section"] else ""
+        parts.append(f'<blockquote><span class="hid">{_e(h["id"])}</span>{section}: {_e(h["text"])}</blockquote>')
+    parts.append("</div>")
+    return parts
+
+
+def _html_tail(report: dict) -> list[str]:
+    """Assumptions, why not, and the footer with the rule set."""
+    answer, parts = report["answer"], []
     if answer.get("assumptions"):
         parts.append('<section><h2>Assumptions</h2><ul class="assumptions">')
         parts += [f"<li><code>{_e(a['fact'])}</code> = {_e(a['value'])}: {_e(a['why'])}</li>"
@@ -249,4 +280,4 @@ def explain_html(expert, answer_dict_or_decision) -> str:
     parts.append(f'<footer>Rule set digest <code>{_e(report["digest"])}</code> ({_e(report["engine"])}); {same}. '
                  f"Generated {_e(datetime.now().astimezone().isoformat(timespec='seconds'))}.</footer>")
     parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
