@@ -185,13 +185,12 @@ def _decider(answer: dict) -> str:
     return next(step["rule"] for step in answer["trace"] if step["concluded"].get("recommended_kind"))
 
 
-def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
-    """A reload mid-load (two workers): every request answered, each wholly by the old or the new rules."""
+def _rule_sets_deciding_differently(tmp_path, facts):
+    """(served rules dir, its parameters.yaml, the edited text, {digest: (deciding rule, recommendation)})."""
     from kentino_expert.api import Expert
     old_rules, new_rules = tmp_path / "old", tmp_path / "rules"
     shutil.copytree(bundled("rules"), old_rules)
     shutil.copytree(bundled("rules"), new_rules)
-    facts = {"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 150000}
     params = new_rules / "parameters.yaml"
     edited = params.read_text().replace("hyperscale_qps:\n    value: 100000", "hyperscale_qps:\n    value: 200000")
     assert edited != params.read_text(), "the hyperscale_qps parameter moved: update this test"
@@ -206,7 +205,13 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
         expert.close()
     params.write_text(old_rules.joinpath("parameters.yaml").read_text())
     assert len({rule for rule, _ in expected.values()}) == 2, "the edit must change the deciding rule"
+    return new_rules, params, edited, expected
 
+
+def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
+    """A reload mid-load (two workers): every request answered, each wholly by the old or the new rules."""
+    facts = {"task": "inference", "model": "llama-3.1-70b", "tenancy": "multi", "qps": 150000}
+    new_rules, params, edited, expected = _rule_sets_deciding_differently(tmp_path, facts)
     process, base = _serve_workers(tmp_path, 2, new_rules)
     answers, failures, stop = [], [], threading.Event()
 
