@@ -118,9 +118,19 @@ def run_shell(script: str, scratch: Path) -> str:
 def _missing_tool(command: str) -> str | None:
     if re.search(r"\bjq\b", command) and shutil.which("jq") is None:
         return "jq is not installed"
-    if re.search(r"--base [0-9a-f]{7}", command) and not (ROOT / ".git").exists():
-        return "not a git checkout"
+    revision = re.search(r"--base ([0-9a-f]{7,40}\S*)", command)
+    if revision and not _has_revision(revision.group(1)):
+        return f"{revision.group(1)} is not in this checkout's history (a shallow clone, or no git)"
     return None
+
+
+def _has_revision(revision: str) -> bool:
+    try:
+        found = subprocess.run(["git", "rev-parse", "--verify", "-q", f"{revision}^{{commit}}"], cwd=ROOT,
+                               capture_output=True, timeout=30)
+    except OSError:
+        return False
+    return found.returncode == 0
 
 
 SEPARATOR = "@@kentino-readme-command@@"
