@@ -118,7 +118,7 @@ def run_shell(script: str, scratch: Path) -> str:
 def _missing_tool(command: str) -> str | None:
     if re.search(r"\bjq\b", command) and shutil.which("jq") is None:
         return "jq is not installed"
-    revision = re.search(r"--base ([0-9a-f]{7,40}\S*)", command)
+    revision = re.search(r"--base ([0-9a-f]{7,40}[~^0-9]*)", command)
     if revision and not _has_revision(revision.group(1)):
         return f"{revision.group(1)} is not in this checkout's history (a shallow clone, or no git)"
     return None
