@@ -20,8 +20,10 @@ README = ROOT / "README.md"
 # An HTML comment before a block, invisible on the rendered page: leave the block out, or write it to a file.
 MARKER = re.compile(r"<!-- transcript: (skip|save (\S+)) -->")
 DECISION_ID = re.compile(r"\b[0-9a-f]{32}\b")
-# What differs on every run and says nothing about the behaviour shown: file times, clock times, pids.
+# What differs on every run or checkout and says nothing about the behaviour shown: file times, clock
+# times, pids, where the repository was cloned.
 VOLATILE = [(re.compile(r"^((?:---|\+\+\+) \S+)\t.*$", re.M), r"\1"),
+            (re.compile(r'("directory": ")[^"]*(")'), r"\1<path>\2"),
             (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"), "<time>"),
             (re.compile(r'("worker_pid": )\d+'), r"\1<pid>")]
 
