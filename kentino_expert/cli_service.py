@@ -27,12 +27,75 @@ def _is_url(target: str) -> bool:
 def _log(db, must_exist: bool = False):
     from .decisions import DEFAULT_PATH, DecisionLog
     target = db or os.environ.get("KENTINO_DB") or DEFAULT_PATH
-    if must_exist and not _is_url(target) and not Path(target).is_file():
-        raise UserError(f"no decision log at {target} (give --db or set KENTINO_DB)")
+    if must_exist:
+        _check_log_file(target)
     try:
         return DecisionLog.open(target)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
+
+
+def _check_log_file(target: str) -> None:
+    """A read command must find a log, not create one (opening writes the schema into the file)."""
+    from .decisions import sqlite_path
+    path = sqlite_path(target)
+    if path is None:  # PostgreSQL: the server says whether the database exists
+        return
+    try:
+        empty = Path(path).stat().st_size == 0 if Path(path).is_file() else None
+    except OSError:
+        empty = None
+    if empty is None:
+        raise UserError(f"no decision log at {target} (give --db or set KENTINO_DB)")
+    if empty:  # a log, even one without decisions, holds its schema; WAL mode writes it at once
+        raise UserError(f"{target} is an empty file, not a decision log (give --db or set KENTINO_DB)")
+
+
+def _bound_socket(host: str, port: int):
+    """A socket bound to (host, port), or UserError: uvicorn would print four lines and exit 3."""
+    import socket
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    return sock
+
+
+def _announcing_server_class():
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        """uvicorn logs 'Uvicorn running on ...' only for a socket it bound itself: said here too."""
+
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            announce = getattr(self, "_log_started_message", None)
+            if sockets and announce is not None and not self.should_exit:
+                announce(sockets)
+
+    return AnnouncingServer
+
+
+def _serve_one(sock, host: str, port: int, rules_dir, knowledge_dir, log, log_level: str) -> None:
+    """One uvicorn server on `sock`, bound before the app is built so that a port in use fails fast."""
+    import uvicorn
+
+    from .service import create_app, tune_gc_for_serving
+    try:
+        app = create_app(log=log, rules_dir=rules_dir, knowledge_dir=knowledge_dir)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    tune_gc_for_serving()
+    server = _announcing_server_class()(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it handled; uvicorn.run swallows it too
+        pass
+    if not server.started:  # what uvicorn.run does when the app's startup failed
+        raise SystemExit(3)
 
 
 def _expert(rules_dir, knowledge_dir):
@@ -58,16 +121,14 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
     """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
     import uvicorn
 
-    from .service import create_app, tune_gc_for_serving
     _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
+        sock = _bound_socket(host, port)
         try:
-            app = create_app(log=log, rules_dir=rules_dir, knowledge_dir=knowledge_dir)
-        except KentinoError as exc:
-            raise UserError(str(exc)) from None
-        tune_gc_for_serving()
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+            _serve_one(sock, host, port, rules_dir, knowledge_dir, log, log_level)
+        finally:
+            sock.close()
         return
     log.close()
     mark = tempfile.NamedTemporaryFile(prefix="kentino-reload-", delete=False)

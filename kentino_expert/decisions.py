@@ -8,17 +8,21 @@ Every failure to open or write the log is a DecisionLogError, never a silent los
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
+import unicodedata
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import unquote
 
 from . import fastjson
-from .errors import DecisionLogError, KentinoError
+from .errors import DecisionLogError, EngineError, InputError, KentinoError
 from .groupcommit import GroupCommit
 
 DEFAULT_PATH = "kentino-decisions.db"
@@ -41,6 +45,11 @@ CREATE TABLE IF NOT EXISTS decisions (
 _PG_SCHEMA = _SQLITE_SCHEMA.replace("JSON NOT NULL", "JSONB NOT NULL")
 _INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_at ON decisions (created_at)",
             "CREATE INDEX IF NOT EXISTS decisions_kind ON decisions (kind)")
+MAX_SESSION_ID = 200
+MAX_TURN = 2**63 - 1  # SQLite's and PostgreSQL's widest INTEGER: a larger turn cannot be stored
+_TURN_TEXT = re.compile(r"[+-]?[0-9]{1,40}")  # ASCII digits only: int() also takes '²' and '٣'
+# control characters forge lines in `decisions list`; a lone surrogate cannot be encoded by any driver
+_BAD_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
 
 
 def utc_now() -> str:
@@ -56,7 +65,53 @@ def normalise_time(text: str) -> str:
         raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    try:
+        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC
+        raise DecisionLogError(f"'{text}' is not an ISO-8601 time between years 1 and 9999 in UTC") from None
+
+
+def check_session_id(value) -> str | None:
+    """The session id as stored: 1-200 characters of printable text (an integer is taken as its digits)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError("must be a string", field="session_id")
+    too_long = isinstance(value, int) and abs(value) >= 10**MAX_SESSION_ID  # str() of a huge int may be refused
+    text = "" if too_long else str(value)
+    if too_long or not 1 <= len(text) <= MAX_SESSION_ID:
+        raise InputError(f"must be 1 to {MAX_SESSION_ID} characters", field="session_id")
+    if any(unicodedata.category(c) in _BAD_CATEGORIES for c in text):
+        raise InputError("must be text without control characters, line breaks or lone surrogates",
+                         field="session_id")
+    return text
+
+
+def check_turn(value) -> int | None:
+    """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits is read as one)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError("must be an integer", field="turn")
+    if not 0 <= value <= MAX_TURN:
+        raise InputError(f"must be between 0 and {MAX_TURN}", field="turn")
+    return value
+
+
+def check_meta(session_id, turn) -> tuple[str | None, int | None]:
+    """(session_id, turn) checked as every entry point (HTTP, MCP, the log itself) must check them."""
+    return check_session_id(session_id), check_turn(turn)
+
+
+def sqlite_path(url_or_path: str) -> str | None:
+    """The file a SQLite log target names (a path or sqlite:///path), or None for another scheme."""
+    text = os.fspath(url_or_path)
+    if "://" not in text:
+        return text
+    scheme, rest = text.split("://", 1)
+    return (rest or DEFAULT_PATH) if scheme.lower() == "sqlite" else None
 
 
 def _plain_facts(facts):
@@ -86,7 +141,7 @@ class DecisionLog:
         if scheme in ("postgresql", "postgres"):
             return PostgresDecisionLog(text)
         if scheme == "sqlite":
-            return SqliteDecisionLog(text.split("://", 1)[1] or DEFAULT_PATH)  # sqlite:///abs/path.db
+            return SqliteDecisionLog(sqlite_path(text))  # sqlite:///abs/path.db
         if scheme:
             raise DecisionLogError(f"unsupported decision log URL '{text}': use a file path, sqlite:///path "
                                    "or postgresql://user@host/db")
@@ -103,10 +158,9 @@ class DecisionLog:
             digest, engine = dump["ruleset"]["digest"], dump["ruleset"]["engine"]
         except (KeyError, TypeError):
             raise DecisionLogError("cannot record an answer without recommendation.kind and ruleset.digest") from None
-        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
-            raise DecisionLogError("turn must be an integer")
+        session_id, turn = check_meta(session_id, turn)
         row = {"decision_id": uuid.uuid4().hex, "created_at": utc_now(),
-               "session_id": None if session_id is None else str(session_id), "turn": turn, "source": source,
+               "session_id": session_id, "turn": turn, "source": source,
                "facts": _json(_plain_facts(facts)), "answer": _json(dump), "kind": kind, "digest": digest,
                "engine": engine}
         self._group_commit().commit(row)
@@ -163,6 +217,14 @@ class DecisionLog:
             if isinstance(row[key], (str, bytes)):
                 row[key] = json.loads(row[key])
         return row
+
+
+def _reason(exc: Exception) -> str:
+    """A driver error as one line; an error that is not the driver's own is named by its type."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, (sqlite3.Error, DecisionLogError)) or type(exc).__module__.startswith("psycopg"):
+        return text
+    return f"{type(exc).__name__}: {text}"
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -230,6 +292,16 @@ class SqliteDecisionLog(DecisionLog):
         finally:
             conn.execute("PRAGMA busy_timeout = 30000")
 
+    @staticmethod
+    def _rollback(conn) -> None:
+        """End a transaction a failed write left open: left open, it holds the write lock and every
+        later BEGIN fails with 'cannot start a transaction within a transaction'."""
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
     def _insert_many(self, rows: list[dict]) -> None:
         with self._lock:
             conn = self._connection()
@@ -238,12 +310,11 @@ class SqliteDecisionLog(DecisionLog):
                 conn.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                                  [[row[c] for c in COLUMNS] for row in rows])
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                raise DecisionLogError(f"decision log {self.path}: decision not recorded: {exc}") from None
+            except BaseException as exc:  # not only sqlite3.Error: binding 2**70 or '\ud800' raises before SQLite
+                self._rollback(conn)
+                if not isinstance(exc, Exception):
+                    raise
+                raise DecisionLogError(f"decision log {self.path}: decision not recorded: {_reason(exc)}") from None
 
     def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
         order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
@@ -261,8 +332,35 @@ class SqliteDecisionLog(DecisionLog):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                raise DecisionLogError(f"decision log {self.path}: not writable: {exc}") from None
+            except BaseException as exc:
+                self._rollback(conn)
+                if not isinstance(exc, Exception):
+                    raise
+                raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
+
+
+def _url_passwords(url: str) -> list[str]:
+    """The passwords a postgresql:// URL carries, as written and percent-decoded (libpq decodes
+    parameter names too, so `p%61ssword=` is one)."""
+    _, _, tail = url.partition("://")
+    before_query, _, query = tail.partition("?")
+    found = []
+    if "@" in before_query:
+        creds = before_query.rpartition("@")[0]
+        if ":" in creds:
+            found.append(creds.split(":", 1)[1])
+    for param in query.split("&") if query else ():
+        name, eq, value = param.partition("=")
+        if eq and unquote(name).strip().lower() == "password":
+            found.append(value)
+    return sorted({v for raw in found for v in (raw, unquote(raw)) if v}, key=len, reverse=True)
+
+
+def _scrub(text: str, url: str) -> str:
+    """`text` (a URL or a libpq message, which may quote the URL) with every password masked."""
+    for secret in _url_passwords(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 class PostgresDecisionLog(DecisionLog):
@@ -289,20 +387,18 @@ class PostgresDecisionLog(DecisionLog):
             except psycopg.errors.UniqueViolation:
                 if attempt:
                     raise DecisionLogError(f"decision log {self._safe_url()}: cannot create the table") from None
-            except (psycopg.Error, ValueError) as exc:
+            except Exception as exc:  # a malformed URL is a ValueError or worse, not a psycopg.Error
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
-                raise DecisionLogError(f"decision log {self._safe_url()}: cannot open: {str(exc).strip()}") from None
+                raise self._error("cannot open", exc) from None
 
     def _safe_url(self) -> str:
-        """The URL without its password."""
-        head, sep, tail = self.url.partition("://")
-        if "@" in tail:
-            creds, _, host = tail.rpartition("@")
-            user = creds.split(":", 1)[0]
-            return f"{head}{sep}{user}@{host}"
-        return self.url
+        """The URL with its password masked, whether given as user:password@ or as ?password=."""
+        return _scrub(self.url, self.url)
+
+    def _error(self, what: str, exc: Exception) -> DecisionLogError:
+        return DecisionLogError(f"decision log {self._safe_url()}: {what}: {_scrub(_reason(exc), self.url)}")
 
     def _connection(self):
         if self._conn is None:
@@ -311,7 +407,7 @@ class PostgresDecisionLog(DecisionLog):
             try:
                 self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             except self._psycopg.Error as exc:
-                raise DecisionLogError(f"decision log {self._safe_url()}: cannot reconnect: {str(exc).strip()}") from None
+                raise self._error("cannot reconnect", exc) from None
         return self._conn
 
     def _insert_many(self, rows: list[dict]) -> None:
@@ -323,8 +419,8 @@ class PostgresDecisionLog(DecisionLog):
             try:
                 with conn.transaction(), conn.cursor() as cursor:
                     cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", values)
-            except self._psycopg.Error as exc:
-                raise DecisionLogError(f"decision log {self._safe_url()}: decision not recorded: {str(exc).strip()}") from None
+            except Exception as exc:  # the transaction block has rolled back whatever the error
+                raise self._error("decision not recorded", exc) from None
 
     def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
         order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
@@ -333,15 +429,17 @@ class PostgresDecisionLog(DecisionLog):
             try:
                 rows = self._connection().execute(sql, [*args, limit]).fetchall()
             except self._psycopg.Error as exc:
-                raise DecisionLogError(f"decision log {self._safe_url()}: cannot read: {str(exc).strip()}") from None
+                raise self._error("cannot read", exc) from None
         return [self._row(r) for r in rows]
 
     def _probe_write(self) -> None:
         with self._lock:
             try:
                 row = self._connection().execute("SELECT current_setting('transaction_read_only')").fetchone()
-            except self._psycopg.Error as exc:
-                raise DecisionLogError(f"decision log {self._safe_url()}: not reachable: {str(exc).strip()}") from None
+            except DecisionLogError:
+                raise
+            except Exception as exc:
+                raise self._error("not reachable", exc) from None
         if row and row[0] == "on":
             raise DecisionLogError(f"decision log {self._safe_url()}: the database is read-only")
 
@@ -354,9 +452,25 @@ def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None,
     The decision is committed to `log` (when one is given) before this returns; the response is
     {decision_id, status, questions, why_not, **answer}.
     """
-    raw, logged, body = evaluate_decision(expert, facts)
+    session_id, turn = check_meta(session_id, turn)  # before the work: a bad turn is refused, not evaluated
+    raw, logged, body = evaluate_checked(expert, facts)
     decision_id = log.record(raw, logged, source, session_id=session_id, turn=turn) if log is not None else None
     return respond(decision_id, body)
+
+
+def evaluate_checked(expert, facts, logger=None) -> tuple[dict, dict, dict]:
+    """evaluate_decision(), with the arithmetic failing on extreme (but valid) facts an EngineError.
+
+    Such facts are the caller's to change, so they get a message, not a crash; `logger` (default:
+    this module's) keeps the traceback for whoever maintains the rules.
+    """
+    try:
+        return evaluate_decision(expert, facts)
+    except KentinoError:
+        raise
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+        (logger or logging.getLogger(__name__)).warning("facts that cannot be evaluated: %r", facts, exc_info=True)
+        raise EngineError(f"{type(exc).__name__}: {exc}") from None
 
 
 def evaluate_decision(expert, facts) -> tuple[dict, dict, dict]:

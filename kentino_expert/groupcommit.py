@@ -63,14 +63,10 @@ class GroupCommit:
             slot.error = DecisionLogError("decision not recorded: the write was interrupted")
         try:
             self._write_batch([slot.row for slot in batch])
-        except DecisionLogError as exc:
+        except Exception as exc:  # any error: the driver raises OverflowError etc. for a value it cannot bind
             if len(batch) == 1:
-                batch[0].error = exc
+                batch[0].error = _as_log_error(exc)
                 return
-        except Exception as exc:  # a bug below us: every waiting caller must hear of it
-            for slot in batch:
-                slot.error = DecisionLogError(f"decision not recorded: {type(exc).__name__}: {exc}")
-            return
         else:
             for slot in batch:
                 slot.error = None
@@ -79,5 +75,12 @@ class GroupCommit:
             try:
                 self._write_batch([slot.row])
                 slot.error = None
-            except DecisionLogError as exc:
-                slot.error = exc
+            except Exception as exc:
+                slot.error = _as_log_error(exc)
+
+
+def _as_log_error(exc: Exception) -> DecisionLogError:
+    """What a waiting caller is told: a DecisionLogError, whatever the writer raised."""
+    if isinstance(exc, DecisionLogError):
+        return exc
+    return DecisionLogError(f"decision not recorded: {type(exc).__name__}: {exc}")

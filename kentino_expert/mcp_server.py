@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import Any
 
-from .errors import KentinoError
+from .errors import EngineError, KentinoError
 
 SERVER_NAME = "kentino-expert"
 INSTRUCTIONS = (
@@ -32,16 +32,34 @@ def _server_classes():
         return FastMCP, ToolError
 
 
+_logger = logging.getLogger("kentino_expert.mcp")
+
+
 def _message(exc: KentinoError) -> str:
     field = getattr(exc, "field", None) or exc.name
     text = exc.message + (f" (did you mean '{exc.suggestion}'?)" if exc.suggestion else "")
+    if isinstance(exc, EngineError) and not field:  # worded as POST /v1/recommend words it
+        field, text = "facts", f"these facts cannot be evaluated: {text}"
     return f"{field}: {text}" if field else text
+
+
+def _recommend(expert, decision_log, facts, session_id, turn, tool_error) -> dict:
+    """decide() with every failure a tool error: the client gets a message, never a traceback."""
+    from .decisions import check_meta, decide
+    try:
+        session_id, turn = check_meta(session_id, turn)  # the rules of POST /v1/recommend
+        return decide(expert, decision_log, facts, "mcp", session_id=session_id, turn=turn)
+    except KentinoError as exc:
+        raise tool_error(_message(exc)) from None
+    except Exception:  # a bug, never the client's doing: logged in full on stderr
+        _logger.exception("internal error in tool recommend")
+        raise tool_error("internal error (logged on the server's stderr)") from None
 
 
 def build_server(expert=None, log=None):
     """The MCP server object with the two tools; `expert` and `log` default to the bundled rules and KENTINO_DB."""
     from .api import Expert
-    from .decisions import DecisionLog, decide
+    from .decisions import DecisionLog
     from .explain import explain_markdown
     server_class, tool_error = _server_classes()
     expert = expert or Expert()
@@ -54,10 +72,7 @@ def build_server(expert=None, log=None):
         "latency, tenancy, training_tokens, corpus_tokens, deadline_days, proposed_build, interconnect. Returns "
         "the answer with decision_id, status, ranked questions and why the other kinds were not chosen."))
     def recommend(facts: dict[str, Any], session_id: str | None = None, turn: int | None = None) -> dict[str, Any]:
-        try:
-            return decide(expert, log, facts, "mcp", session_id=session_id, turn=turn)
-        except KentinoError as exc:
-            raise tool_error(_message(exc)) from None
+        return _recommend(expert, log, facts, session_id, turn, tool_error)
 
     @server.tool(name="explain", description=(
         "Explain a decision in Markdown: the answer, each rule that fired with actual values vs thresholds, the "
@@ -72,8 +87,13 @@ def build_server(expert=None, log=None):
                 return explain_markdown(expert, decision)
             if facts:
                 return explain_markdown(expert, expert.recommend(facts))
+        except tool_error:
+            raise
         except KentinoError as exc:
             raise tool_error(_message(exc)) from None
+        except Exception:  # extreme facts or a bug: a message for the client, the traceback on stderr
+            _logger.exception("error in tool explain")
+            raise tool_error("these facts or this decision cannot be explained (logged on the server's stderr)") from None
         raise tool_error("give a decision_id or facts")
 
     return server

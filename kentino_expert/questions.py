@@ -83,11 +83,14 @@ def probe_values(expert, fact: str) -> tuple:
 
 
 def kind_for(expert, facts) -> str | None:
-    """The recommendation kind the rules reach for `facts`, or None when the facts do not validate."""
+    """The recommendation kind the rules reach for `facts`, or None when the facts do not validate
+    or the arithmetic fails on them."""
     from .errors import KentinoError
     try:
         return expert.kind_of(facts)
-    except KentinoError:
+    except (KentinoError, ArithmeticError, ValueError):
+        # a probe value the caller never gave (e.g. deadline_days next to a huge corpus) must not
+        # refuse the caller's own facts: that probe is skipped
         return None
 
 

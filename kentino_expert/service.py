@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hmac
 import logging
 import os
 import signal
@@ -27,9 +28,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import fastjson
-from .errors import DecisionLogError, EngineError, InputError, KentinoError, RuleFileError
-from .service_io import (MAX_BODY, BadRequest, facts_schema_for, input_error_message, parse_body, read_limited,  # noqa: F401
-                         request_schema, split_meta, tool_definition)
+from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
+from .service_io import (MAX_BODY, BadRequest, check_encoding, facts_schema_for, input_error_message,  # noqa: F401
+                         parse_body, read_limited, request_schema, split_meta, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
 
@@ -38,6 +39,33 @@ class FastJSONResponse(JSONResponse):
 
     def render(self, content) -> bytes:
         return fastjson.dumps_bytes(content)
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same URL, without the body (load balancers probe with HEAD;
+    FastAPI routes a GET route's HEAD to a 405). A POST-only path still answers 405."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def _with_head(allow: str) -> str:
+    methods = [m.strip() for m in allow.split(",") if m.strip()]
+    return ", ".join(methods + ["HEAD"]) if "GET" in methods and "HEAD" not in methods else allow
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -157,6 +185,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                   lifespan=_lifespan(holder))
     app.state.holder = holder
     app.state.log = decision_log
+    app.add_middleware(HeadAsGet)
     _install_error_handlers(app)
     _add_answer_routes(app, holder, decision_log)
     _add_decision_routes(app, holder, decision_log)
@@ -209,6 +238,8 @@ def _install_error_handlers(app) -> None:
     async def _http(request, exc: StarletteHTTPException):
         response = _detail(None, str(exc.detail), exc.status_code)
         response.headers.update(exc.headers or {})  # e.g. the `Allow` of a 405 (RFC 9110)
+        if "allow" in response.headers:
+            response.headers["allow"] = _with_head(response.headers["allow"])
         return response
 
     @app.exception_handler(InputError)
@@ -238,8 +269,11 @@ def _add_answer_routes(app, holder, decision_log) -> None:
                   "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
               responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
                          413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
+                         415: {"description": "{detail: [{field, message}]}: a Content-Encoding (gzip, ...) "
+                                              "is not supported"},
                          422: ERROR_422, 503: ERROR_503})
     async def recommend(request: Request):
+        check_encoding(request)
         data = parse_body(await read_limited(request))
         facts, session_id, turn = split_meta(data, request.query_params)
         expert = holder.current()  # one snapshot for the whole decision
@@ -271,14 +305,15 @@ def _add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
     @app.get("/v1/decisions", summary="Logged decisions, newest first", responses={422: ERROR_422, 503: ERROR_503})
     def decisions(since: str | None = None, kind: str | None = None, limit: int = 100):
+        from .decisions import normalise_time
         if not 1 <= limit <= 1000:
             raise BadRequest("limit", "must be between 1 and 1000")
-        try:
-            rows = decision_log.list(since=since, kind=kind, limit=limit)
-        except DecisionLogError as exc:
-            if since and "ISO-8601" in exc.message:
+        if since:
+            try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
+                normalise_time(since)
+            except DecisionLogError as exc:
                 raise BadRequest("since", exc.message) from None
-            raise
+        rows = decision_log.list(since=since, kind=kind, limit=limit)
         return {"decisions": [_summary(row) for row in rows]}
 
     @app.get("/v1/decisions/{decision_id}", summary="One logged decision", responses={404: ERROR_404, 503: ERROR_503})
@@ -325,7 +360,7 @@ def _add_operations_routes(app, holder, decision_log, token) -> None:
               responses={401: {"description": "a bearer token is required (KENTINO_ADMIN_TOKEN)"},
                          409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules serve"}})
     async def admin_reload(request: Request):
-        if token and request.headers.get("authorization") != f"Bearer {token}":
+        if token and not _bearer_matches(request.headers.get("authorization"), token):
             return _detail("authorization", "a valid 'Authorization: Bearer <KENTINO_ADMIN_TOKEN>' is required", 401)
         try:
             result = await run_in_threadpool(holder.reload)
@@ -340,16 +375,19 @@ def _add_operations_routes(app, holder, decision_log, token) -> None:
         return result
 
 
+def _bearer_matches(header: str | None, token: str) -> bool:
+    """`Authorization: Bearer <token>`, the scheme in any case (RFC 7235), compared in constant time."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    given = credentials.strip().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
+
+
 def _evaluate_checked(expert, facts):
     """evaluate_decision(), with failures of the arithmetic on extreme (but valid) facts reported as the client's 422."""
-    from .decisions import evaluate_decision
-    try:
-        return evaluate_decision(expert, facts)
-    except (KentinoError, BadRequest):
-        raise
-    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
-        logging.getLogger("uvicorn.error").exception("facts that cannot be evaluated: %r", facts)
-        raise EngineError(f"{type(exc).__name__}: {exc}") from None
+    from .decisions import evaluate_checked
+    return evaluate_checked(expert, facts, logging.getLogger("uvicorn.error"))
 
 
 def _summary(row: dict) -> dict:

@@ -5,6 +5,7 @@ import copy
 
 from starlette.requests import Request
 
+from .decisions import MAX_TURN, check_meta
 from .errors import KentinoError
 from .facts import strict_json_loads
 
@@ -59,23 +60,21 @@ def split_meta(data, query) -> tuple[dict, str | None, int | None]:
         kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
                                             int: "a number", float: "a number"}.get(type(data), type(data).__name__)
         raise BadRequest("facts", f"expected a JSON object of facts, got {kind}")
+    for key in META_KEYS:  # which of two values was meant cannot be known: refused, not guessed
+        if len(query.getlist(key)) > 1:
+            raise BadRequest(key, "given more than once in the query string")
     facts = {k: v for k, v in data.items() if k not in META_KEYS}
-    session_id = data.get("session_id", query.get("session_id"))
-    turn = data.get("turn", query.get("turn"))
-    if session_id is not None:
-        if isinstance(session_id, bool) or not isinstance(session_id, (str, int)):
-            raise BadRequest("session_id", "must be a string")
-        session_id = str(session_id)
-        if not session_id or len(session_id) > 200:
-            raise BadRequest("session_id", "must be 1 to 200 characters")
-    if turn is not None:
-        if isinstance(turn, str) and turn.strip().lstrip("-").isdigit() and len(turn.strip()) < 12:
-            turn = int(turn)
-        if isinstance(turn, bool) or not isinstance(turn, int):
-            raise BadRequest("turn", "must be an integer")
-        if not 0 <= turn <= 1_000_000_000:
-            raise BadRequest("turn", "must be between 0 and 1000000000")
+    session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
+                                  data.get("turn", query.get("turn")))
     return facts, session_id, turn
+
+
+def check_encoding(request: Request) -> None:
+    """Refuse a compressed body (415) rather than parse its bytes as JSON."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise BadRequest("content-encoding", f"content encoding '{encoding[:40]}' is not supported: send the "
+                         "JSON body uncompressed", 415)
 
 
 async def read_limited(request: Request) -> bytes:
@@ -143,7 +142,7 @@ def request_schema(ruleset=None, knowledge=None) -> dict:
     schema["properties"]["session_id"] = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200},
                                                     {"type": "integer"}, {"type": "null"}],
                                           "description": "Conversation id (stripped before validation; null: none)."}
-    schema["properties"]["turn"] = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
+    schema["properties"]["turn"] = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TURN},
                                               {"type": "null"}],
                                     "description": "Turn of the conversation (stripped before validation; null: none)."}
     return schema

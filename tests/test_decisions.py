@@ -205,3 +205,91 @@ def test_cli_user_mistakes_exit_2(tmp_path):
     assert unknown.exit_code == 2 and "no decision 'nope'" in unknown.output
     since = runner.invoke(_cli(), ["decisions", "list", "--since", "soon", "--db", db])
     assert since.exit_code == 2 and "ISO-8601" in since.output
+
+
+# -- values a driver cannot store, and the read commands' log checks ------------------------------
+
+_ANSWER = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}
+
+
+@pytest.mark.parametrize("session_id, turn, field", [
+    ("\ud800", 1, "session_id"), ("a\nb", 1, "session_id"), ("", 1, "session_id"), ("x" * 201, 1, "session_id"),
+    ("tab\there", 1, "session_id"), ("line\u2028sep", 1, "session_id"), (["a"], 1, "session_id"),
+    ("s", 2**70, "turn"), ("s", 2**63, "turn"), ("s", -5, "turn"), ("s", "²", "turn"), ("s", "--5", "turn"),
+    ("s", True, "turn"), ("s", 1.5, "turn"),
+])
+def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, field):
+    """A session id with a surrogate or control character, or a turn outside 0..2**63-1, is an InputError
+    naming the field; nothing is written and the log stays writable."""
+    from kentino_expert.errors import InputError
+    log = DecisionLog.open(tmp_path / "meta.db")
+    with pytest.raises(InputError) as info:
+        log.record({"task": "inference"}, _ANSWER, "http", session_id=session_id, turn=turn)
+    assert info.value.field == field
+    assert log.writable() and log.record({"task": "inference"}, _ANSWER, "http", session_id="ok", turn=2**63 - 1)
+    assert [r["turn"] for r in log.list()] == [2**63 - 1]
+    log.close()
+
+
+def test_check_meta_accepts_what_it_should():
+    """Integers and digit strings are turns; an integer session id is its digits; None is none."""
+    from kentino_expert.decisions import check_meta
+    assert check_meta(None, None) == (None, None)
+    assert check_meta(42, " 7 ") == ("42", 7)
+    assert check_meta("chat-é-😀", 0) == ("chat-é-😀", 0)
+
+
+@pytest.mark.parametrize("value", [2**70, "\ud800"])
+def test_a_failed_insert_leaves_no_transaction_open(tmp_path, value):
+    """A value SQLite cannot bind (OverflowError, UnicodeEncodeError) rolls the transaction back: the
+    next write and the readiness probe still work."""
+    log = DecisionLog.open(tmp_path / "bind.db")
+    row = {"decision_id": "bad", "created_at": "2025-01-01T00:00:00+00:00", "session_id": "s", "turn": 1,
+           "source": "http", "facts": "{}", "answer": "{}", "kind": "single-node", "digest": "d", "engine": "e"}
+    row["turn" if isinstance(value, int) else "session_id"] = value
+    with pytest.raises(DecisionLogError, match="not recorded"):
+        log._insert_many([row])
+    assert not log._conn.in_transaction and log.writable()
+    assert log.record({"task": "inference"}, _ANSWER, "http")
+    log.close()
+
+
+@pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
+def test_since_out_of_utc_range_is_an_error(tmp_path, since):
+    """A since that exists in its own zone but not in UTC is a DecisionLogError, and one CLI error line."""
+    db = tmp_path / "since.db"
+    with DecisionLog.open(db) as log, pytest.raises(DecisionLogError, match="ISO-8601"):
+        log.list(since=since)
+    result = CliRunner().invoke(_cli(), ["decisions", "list", "--since", since, "--db", str(db)])
+    assert result.exit_code == 2 and result.output.startswith("error: ") and len(result.output.splitlines()) == 1
+
+
+def test_cli_read_commands_refuse_a_missing_or_empty_log_in_url_form(tmp_path, expert):
+    """sqlite:///missing.db is refused like a missing path (no log created); a 0-byte file is not given a schema."""
+    runner = CliRunner()
+    missing = tmp_path / "typo.db"
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for target in (f"sqlite://{missing}", str(empty), f"sqlite://{empty}"):
+        for args in (["decisions", "list"], ["decisions", "show", "x"], ["decisions", "replay", "x"], ["explain", "x"]):
+            result = runner.invoke(_cli(), [*args, "--db", target])
+            assert result.exit_code == 2 and "decision log" in result.output, (target, args, result.output)
+    assert not missing.exists() and empty.stat().st_size == 0
+    with DecisionLog.open(tmp_path / "real.db") as log:
+        log.record(CHAT, expert.recommend(CHAT), "cli")
+    listed = runner.invoke(_cli(), ["decisions", "list", "--db", f"sqlite://{tmp_path / 'real.db'}"])
+    assert listed.exit_code == 0 and "1 decision(s)" in listed.output
+
+
+def test_postgres_url_password_is_masked_everywhere():
+    """The password is masked in user:pass@ and in ?password= (also percent-encoded); libpq's two-line
+    connection error is one line."""
+    pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3")
+    for url in ("postgresql://127.0.0.1:1/db?password=hunter2", "postgresql://bob:hunter2@127.0.0.1:1/db",
+                "postgresql://127.0.0.1:1/db?sslmode=disable&p%61ssword=hunter2",
+                "postgresql://127.0.0.1:1/db?password=hunter2%zz"):
+        with pytest.raises(DecisionLogError, match="cannot open") as info:
+            DecisionLog.open(url)
+        assert "hunter2" not in str(info.value) and "\n" not in str(info.value), str(info.value)
+    result = CliRunner().invoke(_cli(), ["decisions", "list", "--db", "postgresql://127.0.0.1:1/db?password=hunter2"])
+    assert result.exit_code == 2 and "hunter2" not in result.output and len(result.output.splitlines()) == 1

@@ -106,3 +106,36 @@ def test_sqlite_write_waits_for_another_process_lock(tmp_path):
     assert len(log.list(limit=10)) == 1
     other.close()
     log.close()
+
+
+def test_a_row_the_driver_cannot_bind_fails_alone():
+    """Not only a DecisionLogError: a batch failing with any exception is retried row by row."""
+    committed = []
+
+    def write(rows):
+        time.sleep(0.02)
+        if 3 in rows:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
+        committed.extend(rows)
+
+    group = GroupCommit(write)
+    results = _run_concurrently(8, lambda i: group.commit(i))
+    assert results[3][0] == "error" and "OverflowError" in results[3][1]
+    assert all(results[i] == ("ok", None) for i in range(8) if i != 3)
+    assert sorted(committed) == [0, 1, 2, 4, 5, 6, 7]
+
+
+def test_sqlite_bad_row_among_concurrent_rows_fails_alone(tmp_path):
+    """Through the real SQLite log: an unbindable turn fails its own caller; the rest commit, the log stays writable."""
+    log = DecisionLog.open(tmp_path / "decisions.db")
+    template = {"created_at": "2025-01-01T00:00:00+00:00", "session_id": "s", "source": "http", "facts": "{}",
+                "answer": "{}", "kind": "single-node", "digest": "d", "engine": "e"}
+
+    def commit(i):
+        return log._group_commit().commit({**template, "decision_id": f"id{i}", "turn": 2**70 if i == 5 else i})
+
+    results = _run_concurrently(16, commit)
+    assert results[5][0] == "error" and "not recorded" in results[5][1]
+    assert all(results[i] == ("ok", None) for i in range(16) if i != 5)
+    assert len(log.list(limit=100)) == 15 and log.writable()
+    log.close()

@@ -61,3 +61,53 @@ def test_mcp_recommend_and_explain_round_trip(tmp_path):
         stored = log.get(answer["decision_id"])
     assert stored["source"] == "mcp" and stored["session_id"] == "mcp-1" and stored["turn"] == 1
     assert stored["digest"] == answer["ruleset"]["digest"]
+
+
+def _call(server, name: str, arguments: dict):
+    """(is_error, text) of one in-process tool call, whichever way the mcp version reports a tool error."""
+    from kentino_expert.mcp_server import _server_classes
+    tool_error = _server_classes()[1]
+    try:
+        result = asyncio.run(server.call_tool(name, arguments))
+    except tool_error as exc:
+        return True, str(exc)
+    if isinstance(result, tuple):  # mcp 1.x: (content, structured)
+        result = result[0]
+    if isinstance(result, list):
+        return False, result[0].text
+    return _is_error(result), result.content[0].text
+
+
+@pytest.mark.parametrize("meta, field", [
+    ({"session_id": ""}, "session_id"), ({"session_id": "x" * 500}, "session_id"), ({"session_id": "\ud800"}, "session_id"),
+    ({"session_id": "a\nb"}, "session_id"), ({"turn": -5}, "turn"), ({"turn": 2**70}, "turn"), ({"turn": 2**63}, "turn"),
+])
+def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expert, meta, field):
+    """The session id and turn rules of POST /v1/recommend hold over MCP: a tool error naming the field,
+    nothing logged, and the log still takes the next decision."""
+    from kentino_expert.mcp_server import build_server
+    with DecisionLog.open(tmp_path / "mcp.db") as log:
+        server = build_server(expert, log)
+        is_error, text = _call(server, "recommend", {"facts": {"task": "inference"}, **meta})
+        assert is_error and f"{field}: " in text, text
+        assert log.list() == [] and log.writable()
+        ok, _ = _call(server, "recommend", {"facts": {"task": "inference"}, "session_id": "s", "turn": 2**63 - 1})
+        assert not ok and [row["turn"] for row in log.list()] == [2**63 - 1]
+
+
+def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, expert):
+    """Arithmetic that fails on extreme facts is a clean tool error worded as over HTTP, not a crash."""
+    from kentino_expert.mcp_server import build_server
+
+    class Exploding:
+        def __getattr__(self, name):
+            return getattr(expert, name)
+
+        def recommend_traced(self, workload):
+            raise OverflowError("cannot convert float infinity to integer")
+
+    with DecisionLog.open(tmp_path / "mcp.db") as log:
+        is_error, text = _call(build_server(Exploding(), log), "recommend", {"facts": {"task": "inference"}})
+        assert log.list() == []
+    assert is_error and text.endswith("facts: these facts cannot be evaluated: OverflowError: cannot convert float "
+                                      "infinity to integer"), text

@@ -147,3 +147,24 @@ class TestSoak:
                 gc.collect()
                 rss[index + 1] = _resident_mb()  # current, not the high-water mark earlier tests may have set
         assert rss[100_000] - rss[10_000] < 8, rss
+
+
+@pytest.mark.parametrize("error", [OverflowError("cannot convert float infinity to integer"),
+                                   ZeroDivisionError("float division by zero"), ValueError("math domain error")])
+def test_a_what_if_probe_whose_arithmetic_fails_has_no_kind(error):
+    """questions.kind_for: a probe the arithmetic cannot evaluate reaches no kind (it is skipped), like one that
+    does not validate; a bug of another type is not hidden."""
+    from types import SimpleNamespace
+
+    from kentino_expert.questions import kind_for
+
+    def kind_of(facts):
+        raise error
+
+    assert kind_for(SimpleNamespace(kind_of=kind_of), {"task": "batch-inference"}) is None
+
+    def buggy(facts):
+        raise AttributeError("a bug")
+
+    with pytest.raises(AttributeError):
+        kind_for(SimpleNamespace(kind_of=buggy), {"task": "batch-inference"})

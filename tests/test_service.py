@@ -356,3 +356,118 @@ def test_holder_snapshot_never_mixes_generations():
         stop.set()
         reloader.join()
     assert holder.serving.generation > 100 and not mismatches
+
+
+# -- conversation keys, since, HEAD, auth, encodings, the port -------------------------------------
+
+@pytest.mark.parametrize("raw, query, field", [
+    (b'{"task": "inference", "session_id": "\\ud800"}', "", "session_id"),
+    (b'{"task": "inference", "session_id": "forged\\n2025-01-01  id  http"}', "", "session_id"),
+    (b'{"task": "inference", "session_id": "\\u0000"}', "", "session_id"),
+    (b'{"task": "inference", "session_id": ""}', "", "session_id"),
+    (b'{"task": "inference", "turn": 1180591620717411303424}', "", "turn"),
+    (b'{"task": "inference", "turn": -5}', "", "turn"),
+    (b'{"task": "inference", "turn": "\\u00b2"}', "", "turn"),
+    (b'{"task": "inference", "turn": "--5"}', "", "turn"),
+    (b'{"task": "inference"}', "?turn=%C2%B2", "turn"),
+    (b'{"task": "inference"}', "?turn=--5", "turn"),
+    (b'{"task": "inference"}', "?turn=9223372036854775808", "turn"),
+    (b'{"task": "inference"}', "?session_id=a%0Ab", "session_id"),
+    (b'{"task": "inference"}', "?session_id=a&session_id=b", "session_id"),
+    (b'{"task": "inference"}', "?turn=1&turn=2", "turn"),
+])
+def test_bad_conversation_keys_are_422_and_the_log_stays_writable(log, raw, query, field):
+    """A session id or turn the log cannot store, or a repeated query key, is a 422 naming the field;
+    later writes and /readyz are unaffected."""
+    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+        response = client.post(f"/v1/recommend{query}", content=raw, headers={"content-type": "application/json"})
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["field"] == field
+        assert client.post("/v1/recommend?session_id=ok&turn=9223372036854775807", json=CHAT).status_code == 200
+        assert client.get("/readyz").status_code == 200
+    assert [row["turn"] for row in log.list()] == [2**63 - 1]
+
+
+@pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
+def test_since_out_of_utc_range_is_422(log, since):
+    """A since that overflows when moved to UTC is a 422 on `since`, not a 500."""
+    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+        response = client.get("/v1/decisions", params={"since": since})
+    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "since"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/schema/facts", "/v1/rules", "/v1/decisions",
+                                  "/openapi.json"])
+def test_head_on_get_routes(client, path):
+    """HEAD answers as GET does, with no body (load balancers probe with HEAD)."""
+    got = client.get(path)
+    head = client.head(path)
+    assert head.status_code == got.status_code == 200
+    assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+
+
+def test_head_on_a_post_route_is_405_and_allow_lists_head(client):
+    """HEAD on POST-only /v1/recommend stays a 405; a 405 on a GET route allows HEAD too."""
+    assert client.head("/v1/recommend").status_code == 405
+    wrong = client.post("/healthz")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("header, status", [("bearer s3cret", 200), ("BEARER  s3cret ", 200), ("Bearer s3cret", 200),
+                                            ("Bearer s3cre", 401), ("Bearer s3cret2", 401), ("Basic s3cret", 401),
+                                            ("s3cret", 401), ("Bearer", 401), ("Bearer é", 401)])
+def test_admin_token_scheme_is_case_insensitive(log, header, status):
+    """The Bearer scheme is matched in any case (RFC 7235); the token itself exactly."""
+    with TestClient(create_app(log=log, admin_token="s3cret")) as client:
+        response = client.post("/v1/admin/reload", headers={"authorization": header.encode("utf-8")})
+    assert response.status_code == status
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate, gzip"])
+def test_content_encoding_is_415(client, encoding):
+    """A compressed body is refused with 415 naming the encoding, not misread as non-UTF-8 JSON."""
+    import gzip
+    response = client.post("/v1/recommend", content=gzip.compress(json.dumps(CHAT).encode()),
+                           headers={"content-type": "application/json", "content-encoding": encoding})
+    assert response.status_code == 415
+    detail = response.json()["detail"][0]
+    assert detail["field"] == "content-encoding" and "not supported" in detail["message"]
+    assert client.post("/v1/recommend", json=CHAT, headers={"content-encoding": "identity"}).status_code == 200
+    assert "415" in client.get("/openapi.json").json()["paths"]["/v1/recommend"]["post"]["responses"]
+
+
+def test_a_probe_the_arithmetic_cannot_evaluate_is_skipped(log):
+    """A what-if probe that raises OverflowError (extreme facts) drops that probe; the answer is still given."""
+    expert = Expert()
+    real_kind_of = expert.kind_of
+
+    def kind_of(facts):
+        if "deadline_days" in facts:  # as math.ceil(inf) did for a probe next to a huge corpus
+            raise OverflowError("cannot convert float infinity to integer")
+        return real_kind_of(facts)
+
+    expert.kind_of = kind_of
+    with TestClient(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
+        response = client.post("/v1/recommend", json={"task": "batch-inference", "corpus_tokens": 1e16})
+    assert response.status_code == 200, response.text
+    question = next(q for q in response.json()["questions"] if q["fact"] == "deadline_days")
+    assert question["probes"] == []
+
+
+def test_serve_on_a_port_in_use_is_one_error_line(tmp_path):
+    """`serve --port <busy>` with one worker fails as with several: one `error: cannot listen` line, exit 2."""
+    import socket
+
+    from click.testing import CliRunner
+
+    from kentino_expert.cli_service import standalone
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(standalone, ["serve", "--port", str(port), "--db", str(tmp_path / "d.db")])
+    finally:
+        busy.close()
+    assert result.exit_code == 2, result.output
+    assert result.output == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
