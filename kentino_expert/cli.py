@@ -142,7 +142,7 @@ def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_covera
             "failures": [{"scenario": o.scenario.name, "location": str(o.scenario.location), "error": o.error,
                           "failures": [{"what": w, "expected": e, "actual": a} for w, e, a in o.failures],
                           "decided_by": o.deciders} for o in failed],
-            "coverage": {"percent": coverage.percent, "counts": coverage.counts, "never_fired": coverage.never_fired},
+            "coverage": {"percent": round(coverage.percent, 2), "counts": coverage.counts, "never_fired": coverage.never_fired},
         }, indent=2, default=str))
     else:
         for outcome in failed:

@@ -43,6 +43,12 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "workload_fraction_fp8": (NUMBER, "of node VRAM", "(FP8 weights + KV + runtime overhead) / node VRAM"),
     "workload_fraction_int4": (NUMBER, "of node VRAM", "(INT4 weights + KV + runtime overhead) / node VRAM"),
     "serving_nodes_fp8": (NUMBER, "nodes", "nodes that hold the FP8 serving workload"),
+    "requests_per_node_fp8": (NUMBER, "requests", "concurrent requests whose KV cache fits one node beside the FP8 weights"),
+    "requests_per_node_int4": (NUMBER, "requests", "concurrent requests whose KV cache fits one node beside the INT4 weights"),
+    "replicas_for_concurrency_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the concurrent requests' KV cache"),
+    "replicas_for_concurrency_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the concurrent requests' KV cache"),
+    "dp_replicas_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the requests and sustain the demand"),
+    "dp_replicas_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the requests and sustain the demand"),
     "serving_nodes_int4": (NUMBER, "nodes", "nodes that hold the INT4 serving workload"),
     "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate decode throughput of one node at FP8"),
     "node_tokens_per_s_int4": (NUMBER, "tokens/s", "aggregate decode throughput of one node at INT4"),
@@ -53,7 +59,7 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "training_state_gb": (NUMBER, "GB", "resident training state (weights, grads, optimizer, activations)"),
     "training_state_fraction": (NUMBER, "of node VRAM", "training state / node VRAM"),
     "training_nodes": (NUMBER, "nodes", "nodes that hold the training state"),
-    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x params x tokens"),
+    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
     "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
     "days_on_one_node": (NUMBER, "days", "time to result on one node"),
     "days_on_plan": (NUMBER, "days", "time to result on the scale-out plan"),
@@ -186,6 +192,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
         if "node_vram_gb" in values:
             _memory_figures(values, facts, model, knowledge, params)
             _throughput_figures(values, facts, model, gpu, gpus, knowledge)
+            _replica_figures(values)
             _training_figures(values, facts, model, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge)
@@ -218,10 +225,17 @@ def _memory_figures(values, facts, model, knowledge, params):
         values["kv_bytes_per_token"] = sizing.kv_cache_bytes_per_token(model, kv_bytes)
         values["kv_cache_gb"] = kv
         overhead = knowledge.constant("serving", "runtime_overhead_fraction") * vram
+        per_request = sizing.kv_cache_gb(model, 1, facts["context_tokens"], kv_bytes)
         for precision in ("fp8", "int4"):
             demand = values[f"weights_gb_{precision}"] + kv + overhead
             values[f"workload_fraction_{precision}"] = demand / vram
             values[f"serving_nodes_{precision}"] = sizing.nodes_for(demand, vram, params["workload_fraction_max"])
+            # DP replicas split the concurrent requests: each holds only its share of the KV cache
+            per_node = sizing.requests_per_node(values[f"weights_gb_{precision}"], per_request,
+                                                params["workload_fraction_max"] * vram - overhead)
+            values[f"requests_per_node_{precision}"] = per_node
+            if per_node >= 1:
+                values[f"replicas_for_concurrency_{precision}"] = math.ceil(facts["concurrency"] / per_node)
 
 
 def _demand_tokens_per_s(facts, knowledge, per_node_offline):
@@ -250,6 +264,14 @@ def _throughput_figures(values, facts, model, gpu, gpus, knowledge):
         values["batch_days_one_node"] = facts["corpus_tokens"] / values["node_tokens_per_s_fp8"] / 86400
 
 
+def _replica_figures(values):
+    """Replicas that both hold the concurrent requests and sustain the demanded throughput."""
+    for precision in ("fp8", "int4"):
+        if f"replicas_for_concurrency_{precision}" in values:
+            values[f"dp_replicas_{precision}"] = max(values.get(f"replicas_needed_{precision}", 1),
+                                                    values[f"replicas_for_concurrency_{precision}"])
+
+
 def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
     task = facts.get("task")
     if task not in sizing.TRAINING_TASKS:
@@ -260,7 +282,8 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
     values["training_nodes"] = sizing.nodes_for(state, values["node_vram_gb"], params["training_fraction_max"])
     if "training_tokens" in facts:
         training = knowledge.constant("training")
-        flops = sizing.training_compute_flops(model.params_b, facts["training_tokens"], training["flops_per_param_token"])
+        # a mixture-of-experts model computes with its active parameters only (6 N_active D)
+        flops = sizing.training_compute_flops(model.active_b, facts["training_tokens"], training["flops_per_param_token"])
         months = sizing.gpu_months(flops, gpu, training["mfu"], training["seconds_per_month"])
         values["training_compute_zflop"] = flops / 1e21
         values["training_gpu_months"] = months

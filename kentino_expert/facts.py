@@ -78,7 +78,7 @@ class Workload(BaseModel):
     tenancy: Tenancy | None = None
     training_tokens: TokenCount | None = None
     corpus_tokens: TokenCount | None = None
-    deadline_days: float | None = Field(default=None, gt=0, le=36_500)
+    deadline_days: float | None = Field(default=None, ge=0.001, le=36_500)  # from about 1.5 minutes to 100 years
     proposed_build: ProposedBuild | None = None
     interconnect: str | None = Field(default=None, max_length=200)
 

@@ -64,13 +64,25 @@ def checkout_rules(base: str, rules_dir: Path) -> Path:
     """A directory holding the base rules: `base` itself, or rules/ at a git revision."""
     if Path(base).is_dir():
         return Path(base)
-    repo = _git(["rev-parse", "--show-toplevel"], rules_dir).strip()
-    relative = rules_dir.resolve().relative_to(Path(repo).resolve())
+    repo, relative = _repository_of(rules_dir)
     archive = _git_bytes(["archive", "--format=tar", base, str(relative)], Path(repo))
     target = Path(tempfile.mkdtemp(prefix="kentino-base-"))
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
     return target / relative
+
+
+def _repository_of(rules_dir: Path) -> tuple[str, Path]:
+    """(repository, rules path in it): the one holding `rules_dir`, else the current directory's rules/.
+
+    The second case is a copy under /tmp compared with a revision of the repository one works in.
+    """
+    try:
+        repo = _git(["rev-parse", "--show-toplevel"], rules_dir).strip()
+        return repo, rules_dir.resolve().relative_to(Path(repo).resolve())
+    except InputError:
+        repo = _git(["rev-parse", "--show-toplevel"], Path.cwd()).strip()
+        return repo, Path("rules")
 
 
 def _git_bytes(args, cwd: Path) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .errors import EngineError
 from .facts import PRECISIONS  # noqa: F401  (re-exported: the weight precisions sized below)
 from .knowledge import GpuSpec, Knowledge, ModelSpec
 
@@ -79,6 +80,13 @@ def nodes_for(demand_gb: float, vram_gb: float, usable_fraction: float) -> int:
     return max(1, math.ceil(demand_gb / (vram_gb * usable_fraction)))
 
 
+def requests_per_node(weights_gb: float, kv_gb_per_request: float, budget_gb: float) -> int:
+    """Concurrent requests one node holds: the KV cache that fits beside the weights in the budget."""
+    if kv_gb_per_request <= 0:
+        return 0
+    return max(0, math.floor((budget_gb - weights_gb) / kv_gb_per_request))
+
+
 def serving_tokens_per_s(model: ModelSpec, gpu: GpuSpec, gpus: int, precision: str, latency: str,
                          knowledge: Knowledge) -> float:
     """Aggregate decode tokens/s of one node, scaled from the document's 70B FP8 calibration point.
@@ -101,11 +109,14 @@ def replicas_needed(demand_tokens_per_s: float | None, per_node_tokens_per_s: fl
     """Single-node replicas needed to sustain the demand (1 when no demand is stated)."""
     if not demand_tokens_per_s:
         return 1
-    return max(1, math.ceil(demand_tokens_per_s / per_node_tokens_per_s))
+    replicas = demand_tokens_per_s / per_node_tokens_per_s
+    if not math.isfinite(replicas):
+        raise EngineError(f"the demand of {demand_tokens_per_s:g} tokens/s cannot be sized: check the throughput facts")
+    return max(1, math.ceil(replicas))
 
 
 def training_compute_flops(params_b: float, tokens: float, flops_per_param_token: float) -> float:
-    """Training compute ~ 6 N D."""
+    """Training compute ~ 6 N D, N the parameters each token passes through (the active ones of an MoE)."""
     return flops_per_param_token * params_b * 1e9 * tokens
 
 

@@ -204,12 +204,24 @@ class DecisionIds:
         return DECISION_ID.sub(lambda m: self.readme_of.get(m.group(0), m.group(0)), printed)
 
 
-def replay(sections: list[tuple[str, int]], scratch: Path, substitutions: dict | None = None) -> tuple[list[str], int]:
-    """Run sections' blocks in order in one shell; (a message per command whose output differs, commands compared).
+@dataclass(frozen=True)
+class Mismatch:
+    """A command whose output is no longer what the README shows, with the output in the README's terms."""
+    command: Command
+    printed: str
+
+    def __str__(self) -> str:
+        return f"README.md:{self.command.line}: `{self.command.text}` now prints:\n{self.printed}"
+
+
+def replay(sections: list[tuple[str, int]], scratch: Path, substitutions: dict | None = None) -> tuple[list, int]:
+    """Run sections' blocks in order in one shell; (the mismatches, the number of commands compared).
 
     `/tmp` in the README is the user's scratch space: here it is `scratch`. `substitutions` maps
-    more literal text (a port) to what the replay uses.
+    more literal text (a port) to what the replay uses. Mismatches are reported with both mapped
+    back, so that they read (and can be written back) as the README has them.
     """
+    mapping = {"/tmp": str(scratch), **(substitutions or {})}
     session, ids, mismatches, compared = ShellSession(scratch), DecisionIds(), [], 0
     try:
         for text, first_line in sections:
@@ -217,15 +229,24 @@ def replay(sections: list[tuple[str, int]], scratch: Path, substitutions: dict |
             for old, new in (substitutions or {}).items():
                 text = text.replace(old, new)
             for block in fenced_blocks(text, first_line):
-                problems = _run_block(session, ids, block)
-                mismatches += problems[0]
-                compared += problems[1]
+                found, count = _run_block(session, ids, block)
+                mismatches += [_in_readme_terms(m, mapping) for m in found]
+                compared += count
     finally:
         session.close()
     return mismatches, compared
 
 
-def _run_block(session: ShellSession, ids: DecisionIds, block: Block) -> tuple[list[str], int]:
+def _in_readme_terms(mismatch: Mismatch, mapping: dict) -> Mismatch:
+    def back(text: str) -> str:
+        for readme, replay_text in mapping.items():
+            text = text.replace(replay_text, readme)
+        return text
+    command = Command(mismatch.command.line, back(mismatch.command.text), back(mismatch.command.expected))
+    return Mismatch(command, back(mismatch.printed))
+
+
+def _run_block(session: ShellSession, ids: DecisionIds, block: Block) -> tuple[list, int]:
     if block.marker == "skip":
         return [], 0
     if block.marker == "save":
@@ -239,5 +260,71 @@ def _run_block(session: ShellSession, ids: DecisionIds, block: Block) -> tuple[l
         printed = ids.as_in_readme(command.expected, session.run(ids.in_command(command.text)))
         compared += 1
         if normalised(printed) != normalised(command.expected):
-            mismatches.append(f"README.md:{command.line}: `{command.text}` now prints:\n{printed}")
+            mismatches.append(Mismatch(command, printed))
     return mismatches, compared
+
+
+def run_standalone(commands: list[Command], scratch: Path) -> list:
+    """Commands that need no earlier step, each in a fresh shell in the repository."""
+    mismatches = []
+    for command in commands:
+        session = ShellSession(scratch)
+        try:
+            printed = session.run(command.text)
+        finally:
+            session.close()
+        if normalised(printed) != normalised(command.expected):
+            mismatches.append(Mismatch(command, printed))
+    return mismatches
+
+
+def write_back(mismatches: list) -> int:
+    """Replace each mismatching output in README.md by what the command printed; the number replaced."""
+    lines = README.read_text(encoding="utf-8").split("\n")
+    for mismatch in sorted(mismatches, key=lambda m: m.command.line, reverse=True):
+        first = mismatch.command.line - 1 + mismatch.command.text.count("\n") + 1
+        shown = len(mismatch.command.expected.split("\n")) if mismatch.command.expected else 0
+        lines[first:first + shown] = mismatch.printed.split("\n") if mismatch.printed else []
+    README.write_text("\n".join(lines), encoding="utf-8")
+    return len(mismatches)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+QUICK_START = section("## Quick start")
+TRACE_FORMAT = section("## The trace format")
+PRODUCT_MANAGERS = section("## For product managers")
+RULE_LANGUAGE = section("## The rule language (for product managers)")
+CHAT_BOTS = section("## For chat bots")
+AUDITORS = section("## For auditors")
+# commands that need no earlier step: each runs on its own in the repository
+STANDALONE = [c for text, line in (QUICK_START, TRACE_FORMAT) for c in transcript_commands(text, line)]
+
+
+def all_mismatches(scratch: Path) -> list:
+    """Every transcript of the README, replayed: the standalone commands and the three sessions."""
+    port = free_port()
+    found = run_standalone(STANDALONE, scratch / "standalone")
+    for name, sections, extra in (("pm", [PRODUCT_MANAGERS], {}), ("rules", [RULE_LANGUAGE], {}),
+                                  ("served", [CHAT_BOTS, AUDITORS],
+                                   {"localhost:8765": f"localhost:{port}", "--port 8765": f"--port {port}"})):
+        found += replay(sections, scratch / name, extra)[0]
+    return found
+
+
+if __name__ == "__main__":
+    # After a change that moves the answers: `python3 tests/readme_transcripts.py` writes what every
+    # README command prints now in place of what it shows; review the result with `git diff README.md`.
+    import tempfile
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in ("standalone", "pm", "rules", "served"):
+            (Path(scratch) / name).mkdir()
+        mismatches = all_mismatches(Path(scratch))
+    for mismatch in mismatches:
+        print(f"README.md:{mismatch.command.line}: {mismatch.command.text.splitlines()[0]}")
+    print(f"{write_back(mismatches)} output(s) rewritten in README.md")

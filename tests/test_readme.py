@@ -1,21 +1,11 @@
 """The README's transcripts are what the commands print today (quick start, trace format, sessions)."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from readme_transcripts import (Command, ShellSession, commands_of, fenced_blocks, missing_tool, normalised,
-                                replay, section, transcript_commands)
-
-QUICK_START = section("## Quick start")
-TRACE_FORMAT = section("## The trace format")
-PRODUCT_MANAGERS = section("## For product managers")
-RULE_LANGUAGE = section("## The rule language (for product managers)")
-CHAT_BOTS = section("## For chat bots")
-AUDITORS = section("## For auditors")
-# commands that need no earlier step: each runs on its own in the repository
-STANDALONE = [c for text, line in (QUICK_START, TRACE_FORMAT) for c in transcript_commands(text, line)]
+from readme_transcripts import (CHAT_BOTS, PRODUCT_MANAGERS, RULE_LANGUAGE, AUDITORS, STANDALONE, Command,
+                                ShellSession, commands_of, fenced_blocks, free_port, missing_tool, normalised, replay,
+                                run_standalone, transcript_commands)
 
 
 class TestTranscriptReader:
@@ -61,19 +51,13 @@ class TestTranscriptReader:
 @pytest.mark.parametrize("command", STANDALONE, ids=[f"README.md:{c.line}" for c in STANDALONE])
 def test_standalone_command_prints_what_the_readme_shows(tmp_path, command):
     """Each quick-start and trace-format command, run in the repository, prints exactly the lines shown under it."""
-    session = ShellSession(tmp_path)
-    try:
-        printed = session.run(command.text)
-    finally:
-        session.close()
-    assert normalised(printed) == normalised(command.expected), \
-        f"README.md:{command.line}: `{command.text}` now prints:\n{printed}"
+    assert not run_standalone([command], tmp_path), "\n".join(map(str, run_standalone([command], tmp_path)))
 
 
 def _assert_replays(sections, tmp_path, at_least: int, **substitutions):
     mismatches, compared = replay(sections, tmp_path, substitutions)
     assert compared >= at_least, f"only {compared} commands were compared"
-    assert not mismatches, "\n\n".join(mismatches)
+    assert not mismatches, "\n\n".join(map(str, mismatches)) + "\n\n(to accept: python3 tests/readme_transcripts.py)"
 
 
 def test_product_manager_session_replays(tmp_path):
@@ -86,17 +70,11 @@ def test_new_rule_worked_example_replays(tmp_path):
     _assert_replays([RULE_LANGUAGE], tmp_path, 6)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_chat_bot_and_auditor_sessions_replay(tmp_path):
     """The service session (curl, MCP, Python) then the auditor's (list, show, replay, explain), on a free port."""
     for tool in ("curl", "jq"):
         if missing_tool(tool):
             pytest.skip(f"the transcripts need {tool}, which is not installed")
-    port = _free_port()
+    port = free_port()
     _assert_replays([CHAT_BOTS, AUDITORS], tmp_path, 25, **{"localhost:8765": f"localhost:{port}",
                                                            "--port 8765": f"--port {port}"})

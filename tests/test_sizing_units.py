@@ -150,3 +150,22 @@ class TestProposedBuildFigures:
         assert figures["proposed_tp_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 2, gen4, hdr), rel=1e-5)
         assert figures["proposed_one_node_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 1, gen4, None), rel=1e-5)
         assert figures["proposed_one_node_efficiency"].value < MODEL.tp_efficiency(8, 1, INTRA, None)
+
+
+class TestTrainingCompute:
+    """Time to result counts the FLOPs a token really costs."""
+
+    def test_moe_training_compute_uses_active_parameters(self):
+        """DeepSeek-V3 on 14.8T tokens: 6 x 37B active x D = 3.3e24 FLOP, about 2.3M H100-hours at 40% MFU.
+
+        Its technical report gives 2.788M H800 GPU-hours; 6 x 671B total x D would claim 42M.
+        """
+        from kentino_expert.api import Expert
+        from kentino_expert.derive import derive
+        from kentino_expert.facts import validate_facts
+        expert = Expert()
+        facts = {"task": "pretraining", "model": "deepseek-v3", "training_tokens": 14.8e12, "gpu": "h100-sxm"}
+        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
+        assert figures["training_compute_zflop"].value == pytest.approx(6 * DSV3.active_b * 1e9 * 14.8e12 / 1e21, rel=1e-5)
+        gpu_hours = figures["training_gpu_months"].value * 720
+        assert 1.5e6 < gpu_hours < 3.5e6
