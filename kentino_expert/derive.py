@@ -59,6 +59,9 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "training_state_gb": (NUMBER, "GB", "resident training state (weights, grads, optimizer, activations)"),
     "training_state_fraction": (NUMBER, "of node VRAM", "training state / node VRAM"),
     "training_nodes": (NUMBER, "nodes", "nodes that hold the training state"),
+    "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
+    "qlora_state_fraction": (NUMBER, "of node VRAM", "QLoRA training state / node VRAM"),
+    "qlora_nodes": (NUMBER, "nodes", "nodes that hold the same LoRA job's state as QLoRA"),
     "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
     "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
     "days_on_one_node": (NUMBER, "days", "time to result on one node"),
@@ -280,6 +283,11 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
     values["training_state_gb"] = state
     values["training_state_fraction"] = state / values["node_vram_gb"]
     values["training_nodes"] = sizing.nodes_for(state, values["node_vram_gb"], params["training_fraction_max"])
+    if task == "lora":  # what the same job needs as QLoRA: the rules may switch to it
+        values["qlora_state_gb"] = sizing.training_state_gb("qlora", model, knowledge.sizing)
+        values["qlora_state_fraction"] = values["qlora_state_gb"] / values["node_vram_gb"]
+        values["qlora_nodes"] = sizing.nodes_for(values["qlora_state_gb"], values["node_vram_gb"],
+                                                 params["training_fraction_max"])
     if "training_tokens" in facts:
         training = knowledge.constant("training")
         # a mixture-of-experts model computes with its active parameters only (6 N_active D)

@@ -15,6 +15,7 @@ _SUMMARY = {
     "single-node": "Buy one {gpus_per_node} x {gpu} node at {precision}.",
     "single-node-int4": "Buy one {gpus_per_node} x {gpu} node and serve the model at INT4.",
     "dp-replicas": "Buy {replicas} data-parallel replica(s) of {unit} behind a load balancer ({nodes} node(s) in all); no cluster fabric.",
+    "dp-replicas-of-units": "Buy {replicas} data-parallel replica(s) of a {unit} unit behind a load balancer ({nodes} node(s) in all); each unit's nodes need {interconnect} between them.",
     "multi-node-ib": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} (TP={tp} inside each node, PP={pp} across).",
     "frontier": "This is frontier work: {nodes}+ nodes on {interconnect} or SXM-class hardware; Kentino can build the IB side, but most who ask need not do this work themselves.",
 }
@@ -35,7 +36,8 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
     if values["interconnect"] == "none":
         values["interconnect"] = None
     unit = f"{values['pp']}-node" if values.get("pp") else "one node"
-    summary = render(_SUMMARY[kind], {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
+    template = _SUMMARY["dp-replicas-of-units" if kind == "dp-replicas" and values.get("pp") else kind]
+    summary = render(template, {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
     reasons = [f.because for f in firings if f.added.get("recommended_kind")]
     if reasons:
         summary += " " + reasons[0]

@@ -51,12 +51,16 @@ def test_multi_node_summary_names_the_interconnect(link):
     assert rec.summary.endswith(f"a {rec.nodes}-node cluster on {link}, TP inside each node, PP across.")
 
 
-@pytest.mark.parametrize("task,precision", [("qlora", "int4"), ("lora", "bf16")])
-def test_multi_node_training_precision_follows_the_task(task, precision):
-    """405B on 8 x RTX 5090 needs two nodes: QLoRA keeps its frozen 4-bit base at INT4, LoRA trains on BF16."""
-    rec = EXPERT.recommend({"task": task, "model": "llama-3.1-405b", "gpu": "rtx-5090"}).recommendation
-    assert rec.kind == "multi-node-ib" and rec.nodes >= 2
-    assert rec.precision == precision
+@pytest.mark.parametrize("task,warning", [("qlora", None), ("lora", "switch-to-qlora-cluster")])
+def test_multi_node_peft_keeps_a_4bit_base(task, warning):
+    """405B on 8 x RTX 5090 needs two nodes even as QLoRA: its frozen base stays INT4, and LoRA is switched to it."""
+    answer = EXPERT.recommend({"task": task, "model": "llama-3.1-405b", "gpu": "rtx-5090"})
+    bf16_nodes = EXPERT.recommend({"task": "lora", "model": "llama-3.1-405b", "gpu": "rtx-5090"}).figures["training_nodes"].value
+    rec = answer.recommendation
+    assert rec.kind == "multi-node-ib" and 2 <= rec.nodes < bf16_nodes
+    assert rec.precision == "int4"
+    codes = [w.code for w in answer.warnings]
+    assert (warning in codes) if warning else "switch-to-qlora-cluster" not in codes
 
 
 def test_research_scale_text_does_not_contradict_a_cluster():

@@ -45,6 +45,7 @@ NOT_FIRING = {
                                    "INT4 was asked for"),
     "concurrency-bound-replicas-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "precision": "int4", "concurrency": 64},
                                            "64 requests fit one INT4 node"),
+    "lora-beyond-one-node-as-qlora": ({"task": "lora", "model": "llama-3.1-405b"}, "as QLoRA it fits one node"),
     "training-beyond-one-node-needs-ib": ({"task": "full-finetune", "params_b": 13}, "fits one node"),
     "qlora-beyond-one-node-needs-ib": ({"task": "qlora", "model": "llama-3.1-405b"}, "405B QLoRA fits 8 x Pro 6000"),
     "inference-beyond-one-node-and-throughput": ({"task": "batch-inference", "params_b": 2000}, "no throughput demand"),
