@@ -11,18 +11,16 @@ import json
 import logging
 import os
 import random
-import re
 import sqlite3
 import threading
 import time
-import unicodedata
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import unquote
 
 from . import fastjson
-from .errors import DecisionLogError, EngineError, InputError, KentinoError
+from .errors import DecisionLogError, EngineError, KentinoError
+from .decision_meta import (MAX_SESSION_ID, MAX_TURN, check_meta, check_session_id, check_turn,  # noqa: F401
+                            normalise_time, utc_now)
 from .groupcommit import GroupCommit
 
 DEFAULT_PATH = "kentino-decisions.db"
@@ -45,64 +43,6 @@ CREATE TABLE IF NOT EXISTS decisions (
 _PG_SCHEMA = _SQLITE_SCHEMA.replace("JSON NOT NULL", "JSONB NOT NULL")
 _INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_at ON decisions (created_at)",
             "CREATE INDEX IF NOT EXISTS decisions_kind ON decisions (kind)")
-MAX_SESSION_ID = 200
-MAX_TURN = 2**63 - 1  # SQLite's and PostgreSQL's widest INTEGER: a larger turn cannot be stored
-_TURN_TEXT = re.compile(r"[+-]?[0-9]{1,40}")  # ASCII digits only: int() also takes '²' and '٣'
-# control characters forge lines in `decisions list`; a lone surrogate cannot be encoded by any driver
-_BAD_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
-
-
-def utc_now() -> str:
-    """ISO-8601 UTC with microseconds, e.g. 2025-01-31T12:00:00.000000+00:00 (sorts as text)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def normalise_time(text: str) -> str:
-    """An ISO-8601 date or time as the log stores it (naive times are taken as UTC)."""
-    try:
-        moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
-    except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC
-        raise DecisionLogError(f"'{text}' is not an ISO-8601 time between years 1 and 9999 in UTC") from None
-
-
-def check_session_id(value) -> str | None:
-    """The session id as stored: 1-200 characters of printable text (an integer is taken as its digits)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError("must be a string", field="session_id")
-    too_long = isinstance(value, int) and abs(value) >= 10**MAX_SESSION_ID  # str() of a huge int may be refused
-    text = "" if too_long else str(value)
-    if too_long or not 1 <= len(text) <= MAX_SESSION_ID:
-        raise InputError(f"must be 1 to {MAX_SESSION_ID} characters", field="session_id")
-    if any(unicodedata.category(c) in _BAD_CATEGORIES for c in text):
-        raise InputError("must be text without control characters, line breaks or lone surrogates",
-                         field="session_id")
-    return text
-
-
-def check_turn(value) -> int | None:
-    """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits is read as one)."""
-    if value is None:
-        return None
-    if isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip()):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError("must be an integer", field="turn")
-    if not 0 <= value <= MAX_TURN:
-        raise InputError(f"must be between 0 and {MAX_TURN}", field="turn")
-    return value
-
-
-def check_meta(session_id, turn) -> tuple[str | None, int | None]:
-    """(session_id, turn) checked as every entry point (HTTP, MCP, the log itself) must check them."""
-    return check_session_id(session_id), check_turn(turn)
 
 
 def sqlite_path(url_or_path: str) -> str | None:
@@ -139,6 +79,7 @@ class DecisionLog:
         text = os.fspath(target)
         scheme = text.split("://", 1)[0].lower() if "://" in text else ""
         if scheme in ("postgresql", "postgres"):
+            from .decisions_pg import PostgresDecisionLog  # imports this module: loaded on demand
             return PostgresDecisionLog(text)
         if scheme == "sqlite":
             return SqliteDecisionLog(sqlite_path(text))  # sqlite:///abs/path.db
@@ -338,113 +279,6 @@ class SqliteDecisionLog(DecisionLog):
                     raise
                 raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
 
-
-def _url_passwords(url: str) -> list[str]:
-    """The passwords a postgresql:// URL carries, as written and percent-decoded (libpq decodes
-    parameter names too, so `p%61ssword=` is one)."""
-    _, _, tail = url.partition("://")
-    before_query, _, query = tail.partition("?")
-    found = []
-    if "@" in before_query:
-        creds = before_query.rpartition("@")[0]
-        if ":" in creds:
-            found.append(creds.split(":", 1)[1])
-    for param in query.split("&") if query else ():
-        name, eq, value = param.partition("=")
-        if eq and unquote(name).strip().lower() == "password":
-            found.append(value)
-    return sorted({v for raw in found for v in (raw, unquote(raw)) if v}, key=len, reverse=True)
-
-
-def _scrub(text: str, url: str) -> str:
-    """`text` (a URL or a libpq message, which may quote the URL) with every password masked."""
-    for secret in _url_passwords(url):
-        text = text.replace(secret, "***")
-    return text
-
-
-class PostgresDecisionLog(DecisionLog):
-    """The log in a PostgreSQL table (psycopg 3); each record is its own committed transaction."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self._lock = threading.Lock()
-        try:
-            import psycopg
-        except ImportError:
-            raise DecisionLogError("a postgresql:// decision log needs psycopg 3: pip install 'psycopg[binary]'") from None
-        self._psycopg = psycopg
-        self._conn = None
-        for attempt in range(2):  # two workers creating the table at once: the loser retries once
-            try:
-                if self._conn is None:
-                    self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-                with self._conn.transaction():
-                    self._conn.execute(_PG_SCHEMA)
-                    for index in _INDEXES:
-                        self._conn.execute(index)
-                break
-            except psycopg.errors.UniqueViolation:
-                if attempt:
-                    raise DecisionLogError(f"decision log {self._safe_url()}: cannot create the table") from None
-            except Exception as exc:  # a malformed URL is a ValueError or worse, not a psycopg.Error
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                raise self._error("cannot open", exc) from None
-
-    def _safe_url(self) -> str:
-        """The URL with its password masked, whether given as user:password@ or as ?password=."""
-        return _scrub(self.url, self.url)
-
-    def _error(self, what: str, exc: Exception) -> DecisionLogError:
-        return DecisionLogError(f"decision log {self._safe_url()}: {what}: {_scrub(_reason(exc), self.url)}")
-
-    def _connection(self):
-        if self._conn is None:
-            raise DecisionLogError(f"decision log {self._safe_url()} is closed")
-        if self._conn.closed or getattr(self._conn, "broken", False):  # the server restarted: reconnect once
-            try:
-                self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-            except self._psycopg.Error as exc:
-                raise self._error("cannot reconnect", exc) from None
-        return self._conn
-
-    def _insert_many(self, rows: list[dict]) -> None:
-        # the JSON columns go in as the text already written (cast by the server), not re-encoded
-        placeholders = ", ".join("%s::jsonb" if c in ("facts", "answer") else "%s" for c in COLUMNS)
-        values = [[row[c] for c in COLUMNS] for row in rows]
-        with self._lock:
-            conn = self._connection()
-            try:
-                with conn.transaction(), conn.cursor() as cursor:
-                    cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", values)
-            except Exception as exc:  # the transaction block has rolled back whatever the error
-                raise self._error("decision not recorded", exc) from None
-
-    def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
-        order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
-        sql = f"SELECT {', '.join(COLUMNS)} FROM decisions {where.format(p='%s')} {order} LIMIT %s"
-        with self._lock:
-            try:
-                rows = self._connection().execute(sql, [*args, limit]).fetchall()
-            except self._psycopg.Error as exc:
-                raise self._error("cannot read", exc) from None
-        return [self._row(r) for r in rows]
-
-    def _probe_write(self) -> None:
-        with self._lock:
-            try:
-                row = self._connection().execute("SELECT current_setting('transaction_read_only')").fetchone()
-            except DecisionLogError:
-                raise
-            except Exception as exc:
-                raise self._error("not reachable", exc) from None
-        if row and row[0] == "on":
-            raise DecisionLogError(f"decision log {self._safe_url()}: the database is read-only")
-
-
-# -- deciding and replaying --------------------------------------------------------------------
 
 def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None, turn=None) -> dict:
     """Recommend, rank the open questions, explain the kinds not chosen, record; return the response.

@@ -45,7 +45,8 @@ def _message(exc: KentinoError) -> str:
 
 def _recommend(expert, decision_log, facts, session_id, turn, tool_error) -> dict:
     """decide() with every failure a tool error: the client gets a message, never a traceback."""
-    from .decisions import check_meta, decide
+    from .decision_meta import check_meta
+    from .decisions import decide
     try:
         session_id, turn = check_meta(session_id, turn)  # the rules of POST /v1/recommend
         return decide(expert, decision_log, facts, "mcp", session_id=session_id, turn=turn)

@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import fastjson
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from .service_io import (MAX_BODY, BadRequest, check_encoding, facts_schema_for, input_error_message,  # noqa: F401
-                         parse_body, read_limited, request_schema, split_meta, tool_definition)
+from .service_io import (MAX_BODY, BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for,  # noqa: F401
+                         input_error_message, parse_body, read_limited, request_schema, split_meta, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
 
@@ -39,33 +39,6 @@ class FastJSONResponse(JSONResponse):
 
     def render(self, content) -> bytes:
         return fastjson.dumps_bytes(content)
-
-
-class HeadAsGet:
-    """HEAD answered as the GET of the same URL, without the body (load balancers probe with HEAD;
-    FastAPI routes a GET route's HEAD to a 405). A POST-only path still answers 405."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "HEAD":
-            await self.app(scope, receive, send)
-            return
-
-        async def headers_only(message):
-            if message["type"] == "http.response.body":
-                if message.get("more_body"):
-                    return
-                message = {"type": "http.response.body", "body": b"", "more_body": False}
-            await send(message)
-
-        await self.app({**scope, "method": "GET"}, receive, headers_only)
-
-
-def _with_head(allow: str) -> str:
-    methods = [m.strip() for m in allow.split(",") if m.strip()]
-    return ", ".join(methods + ["HEAD"]) if "GET" in methods and "HEAD" not in methods else allow
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -239,7 +212,7 @@ def _install_error_handlers(app) -> None:
         response = _detail(None, str(exc.detail), exc.status_code)
         response.headers.update(exc.headers or {})  # e.g. the `Allow` of a 405 (RFC 9110)
         if "allow" in response.headers:
-            response.headers["allow"] = _with_head(response.headers["allow"])
+            response.headers["allow"] = allow_with_head(response.headers["allow"])
         return response
 
     @app.exception_handler(InputError)
@@ -305,7 +278,7 @@ def _add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
     @app.get("/v1/decisions", summary="Logged decisions, newest first", responses={422: ERROR_422, 503: ERROR_503})
     def decisions(since: str | None = None, kind: str | None = None, limit: int = 100):
-        from .decisions import normalise_time
+        from .decision_meta import normalise_time
         if not 1 <= limit <= 1000:
             raise BadRequest("limit", "must be between 1 and 1000")
         if since:

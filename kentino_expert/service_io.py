@@ -1,11 +1,11 @@
-"""The service's edges: strict parsing of request bodies, and the facts schema as JSON Schema and LLM tool."""
+"""The service's edges: strict parsing of request bodies, HEAD as GET, and the facts schema as JSON Schema and LLM tool."""
 from __future__ import annotations
 
 import copy
 
 from starlette.requests import Request
 
-from .decisions import MAX_TURN, check_meta
+from .decision_meta import MAX_TURN, check_meta
 from .errors import KentinoError
 from .facts import strict_json_loads
 
@@ -151,3 +151,30 @@ def request_schema(ruleset=None, knowledge=None) -> dict:
 def _bare_facts_schema() -> dict:
     from .facts import Workload
     return Workload.model_json_schema()
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same URL, without the body (load balancers probe with HEAD;
+    FastAPI routes a GET route's HEAD to a 405). A POST-only path still answers 405."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def allow_with_head(allow: str) -> str:
+    methods = [m.strip() for m in allow.split(",") if m.strip()]
+    return ", ".join(methods + ["HEAD"]) if "GET" in methods and "HEAD" not in methods else allow
