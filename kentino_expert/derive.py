@@ -26,6 +26,7 @@ FACT_TYPES: dict[str, object] = {
 # name: (type, unit, description)
 FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "active_params_b": (NUMBER, "B params", "parameters used per token (all of them for a dense model)"),
+    "model_max_context": (NUMBER, "tokens", "the longest context the model was trained for (max_position_embeddings)"),
     "model_estimated": (BOOL, "", "the architecture was estimated from params_b"),
     "gpu_memory_gb": (NUMBER, "GB", "memory of one card"),
     "gpu_nvlink": (BOOL, "", "the card has NVLink"),
@@ -191,6 +192,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
         _card_figures(values, gpu, gpus)
     if model is not None:
         values["active_params_b"] = model.active_b
+        values["model_max_context"] = model.max_context
         values["model_estimated"] = model.estimated
         if "node_vram_gb" in values:
             _memory_figures(values, facts, model, knowledge, params)

@@ -134,5 +134,5 @@ def estimated_model(params_b: float, constants: dict) -> ModelSpec:
     heads = max(1, hidden // est["head_dim"])
     return ModelSpec(id=f"estimated-{params_b:g}b", name=f"a {params_b:g}B dense transformer (estimated)",
                      params_b=params_b, layers=layers, hidden=hidden, attention_heads=heads,
-                     kv_heads=min(est["kv_heads"], heads), head_dim=est["head_dim"], max_context=131072,
+                     kv_heads=min(est["kv_heads"], heads), head_dim=est["head_dim"], max_context=est["max_context"],
                      source=est["source"], estimated=True)

@@ -59,6 +59,7 @@ NOT_FIRING = {
     "sxm-card-is-not-a-kentino-build": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l40"}, "Kentino ships L40"),
     "fits-the-weights-not-the-workload": ({"task": "inference", "model": "llama-3.1-405b", "concurrency": 8, "context_tokens": 8192}, "KV fits"),
     "tight-headroom": ({"task": "batch-inference", "model": "llama-3.1-70b", "gpu": "rtx-5090", "concurrency": 4}, "71 GB is 28% of 256 GB"),
+    "context-beyond-the-model": ({"task": "inference", "model": "gemma-2-27b", "context_tokens": 8192}, "8,192 is Gemma 2's own"),
     "efficiency-below-floor": ({"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": "ndr-400g-ib"}, "NDR keeps TP above 0.60"),
     "plan-below-floor": ({"task": "full-finetune", "model": "llama-3.1-70b", "interconnect": "hdr-200g-ib"}, "TP inside x PP across stays above 0.60"),
     "interconnect-bandwidth-cliff": ({"task": "inference", "model": "llama-3.1-70b"}, "single node"),
