@@ -200,7 +200,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
             _replica_figures(values)
             _training_figures(values, facts, model, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
-        _scaling_figures(values, facts, gpu, gpus, link, knowledge)
+        _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
     return {name: sizing.Figure(name, _round(value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
             for name, value in values.items()}
 
@@ -300,7 +300,7 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
         values["days_on_one_node"] = months * 30 / gpus
 
 
-def _scaling_figures(values, facts, gpu, gpus, link, knowledge):
+def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params):
     model = calibrated_model(knowledge)
     intra = knowledge.link(gpu.intra_node_link)
     values["intra_node_bandwidth_gbs"] = intra.bandwidth_gbs
@@ -310,7 +310,7 @@ def _scaling_figures(values, facts, gpu, gpus, link, knowledge):
     values.update(interconnect_bandwidth_gbs=link.bandwidth_gbs, interconnect_latency_us=link.latency_us,
                   bandwidth_cliff_ratio=intra.bandwidth_gbs / link.bandwidth_gbs)
     capacity = max(values.get("training_nodes", 1), values.get("serving_nodes_fp8", 1))
-    nodes = max(2, capacity)  # a scale-out plan has at least two boxes by definition
+    nodes = max(params["min_multi_nodes"], capacity)  # a scale-out plan has at least two boxes by definition
     values["scale_out_nodes"] = nodes
     values["naive_tp_efficiency"] = model.tp_efficiency(nodes * gpus, nodes, intra, link)
     values["plan_efficiency"] = model.plan_efficiency(nodes, gpus, intra, link)
