@@ -207,8 +207,18 @@ def analyse(rules, parameters, knowledge, namespace, sink) -> None:
                      "matches whenever this rule does and pre-empts it", rule=low.id)
     _inversions(rules, namespace, sink)
     from .durable_terms import shape_problems
-    for rule, message in shape_problems(rules):
-        sink.error(rule.location, "E201", message, rule=rule.id)
+    for problem in shape_problems(rules):
+        sink.error(_shape_location(problem), "E201", problem.message, rule=problem.rule.id)
+
+
+def _shape_location(problem):
+    """The column of the culprit inside its `when` entry (guards follow the entries: no location)."""
+    rule, index = problem.rule, problem.condition
+    when = rule.source.when
+    if index is None or index >= len(when):
+        return rule.location
+    from .compiler import condition_column
+    return condition_column(when[index], problem.pos)
 
 
 def _heuristics_location(knowledge):

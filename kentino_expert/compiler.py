@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,10 +14,10 @@ from . import expr as ast
 from .diagnostics import Diagnostic, DiagnosticSink
 from .errors import Location, RuleFileError, did_you_mean
 from .knowledge import Knowledge
-from .names import Namespace, build_namespace, recommendation_key, warning_key
+from .names import Namespace, build_namespace, catalog_of, recommendation_key, reserved_kind, warning_key
 from .rulefile import (SPECIAL_FILES, Condition, Rule, read_fact_policies,
                        read_parameters, read_rule_file, read_rules)
-from .typecheck import check_condition, check_value_expression, fold
+from .typecheck import BOOL, NUMBER, TEXT, check_condition, check_value_expression, fold, oversized_constant
 
 ENGINE_VERSION = "kentino-expert/0.1 durable-rules/2.0.28"
 
@@ -128,7 +129,15 @@ def _check_identity(rules, knowledge, sink):
             sink.error(rule.location, "E004", "a rule must cite at least one heuristic id", rule=rule.id)
 
 
+MAX_TEMPLATE_WIDTH = 40  # a width or precision beyond this is a mistake, and `{x:>99999999}` writes 100 MB
+_SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?z?#?0?(?P<width>\d+)?[,_]?"
+                   r"(?:\.(?P<precision>\d+))?(?P<type>[bcdeEfFgGnosxX%])?$", re.DOTALL)
+_SAMPLES = {NUMBER: (1234.5, 12), TEXT: ("text",), BOOL: (True,)}
+
+
 def check_template(template: str, where: Location, namespace: Namespace, sink, rule_id, what: str):
+    """E106 for an unknown name, a conversion, a nested field, or a format spec the name's values
+    cannot take (at run time a failing spec falls back to the bare value, silently)."""
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:
@@ -137,13 +146,92 @@ def check_template(template: str, where: Location, namespace: Namespace, sink, r
     for _, field_name, spec, conversion in parts:
         if field_name is None:
             continue
-        if not field_name.isidentifier() or conversion:
-            sink.error(where, "E106", f"{what}: '{{{field_name}}}' must be a plain name", rule=rule_id)
-        elif field_name not in namespace.types:
-            sink.error(where, "E106", f"{what}: unknown name '{field_name}'", rule=rule_id,
-                       suggestion=did_you_mean(field_name, namespace.names()))
-        elif spec and "{" in spec:
-            sink.error(where, "E106", f"{what}: nested fields are not allowed", rule=rule_id)
+        problem, suggestion = _field_problem(field_name, spec, conversion, namespace)
+        if problem:
+            sink.error(where, "E106", f"{what}: {problem}", rule=rule_id, suggestion=suggestion)
+
+
+def _field_problem(name, spec, conversion, namespace):
+    """(why the field `{name!conversion:spec}` is wrong, a suggestion), or (None, None)."""
+    if not name.isidentifier():
+        return f"'{{{name}}}' must be a plain name", None
+    if conversion:
+        return f"'{{{name}!{conversion}}}': a conversion (!{conversion}) is not allowed; write '{{{name}}}'", None
+    if name not in namespace.types:
+        return f"unknown name '{name}'", did_you_mean(name, namespace.names())
+    if spec and "{" in spec:
+        return "nested fields are not allowed", None
+    return (_spec_problem(name, spec, namespace.types[name]) if spec else None), None
+
+
+def _spec_problem(name, spec, kind) -> str | None:
+    match = _SPEC.match(spec)
+    if not match:
+        return f"'{{{name}:{spec}}}': '{spec}' is not a format spec"
+    for part in ("width", "precision"):
+        if match.group(part) and int(match.group(part)) > MAX_TEMPLATE_WIDTH:
+            return f"'{{{name}:{spec}}}': the {part} is at most {MAX_TEMPLATE_WIDTH}"
+    kind = TEXT if isinstance(kind, tuple) else kind
+    samples = _SAMPLES.get(kind, (1234.5, 12, "text", True))  # "mixed": any of them
+    for sample in samples:
+        try:
+            format(sample, spec)
+            return None
+        except (ValueError, TypeError):
+            continue
+    return f"'{{{name}:{spec}}}': '{spec}' does not format {'a text' if kind == TEXT else 'this value'}"
+
+
+def _check_examples(rules, knowledge, policies, params, sink) -> None:
+    """A rule's example must be a valid workload: `rules docs` and `rules examples` run it."""
+    from types import SimpleNamespace
+
+    from .derive import derive
+    from .errors import KentinoError
+    from .facts import validate_facts
+    if any(Path(d.location.file).name in SPECIAL_FILES for d in sink.errors):
+        return  # figures computed from a broken parameter would blame the examples for it
+    holder = SimpleNamespace(fact_policies=policies, parameter_values=params)
+    for rule in rules:
+        if not rule.example:
+            continue
+        try:
+            derive(validate_facts(rule.example), knowledge, holder)
+        except KentinoError as exc:
+            field = (getattr(exc, "field", None) or "").split(".")[0]
+            where = rule.locations.get(f"example:{field}", rule.locations.get("example", rule.location))
+            sink.error(where, "E003", f"example: {exc.render() if not field else field + ': ' + exc.message}",
+                       rule=rule.id, suggestion=None if not field else exc.suggestion)
+        except (ArithmeticError, ValueError, TypeError) as exc:  # a figure the example breaks
+            sink.error(rule.locations.get("example", rule.location), "E003", f"example: {exc}", rule=rule.id)
+
+
+def _check_conclusion_names(rules, parameters, sink) -> None:
+    """A conclusion may not take a name that already means something: concluding a recommendation
+    field breaks every answer, a parameter makes the trace lie, a warning key hides the warning."""
+    for rule in rules:
+        for name, _ in rule.then.conclude:
+            kind = reserved_kind(name, parameters)
+            if kind:
+                sink.error(rule.locations.get(f"conclude:{name}", rule.location), "E003",
+                           f"cannot conclude '{name}': it is {kind}; give the conclusion a name of its own",
+                           rule=rule.id)
+
+
+def _check_warning_codes(rules, sink) -> None:
+    """Each warning code is given at most once: a second rule with the same code would never fire."""
+    seen = {}
+    for rule in rules:
+        if not rule.then.warn or not rule.then.warn[0]:
+            continue
+        code, where = rule.then.warn[0], rule.locations.get("warn.code", rule.location)
+        if code in seen:
+            first_rule, first_where = seen[code]
+            sink.error(where, "E105", f"warning code '{code}' is already given by rule '{first_rule}' at "
+                       f"{first_where}; each code is given at most once, so whichever rule gives it first silences the other",
+                       rule=rule.id)
+        else:
+            seen[code] = (rule.id, where)
 
 
 def _writes(rule: Rule) -> tuple[str, ...]:
@@ -168,27 +256,41 @@ def _guard(rule: Rule) -> tuple[ast.Node, ...]:
 def _compile_rule(rule: Rule, order: int, namespace, params, sink, display_of) -> CompiledRule:
     conditions, reads = [], []
     for condition in rule.when:
-        where = lambda offset, c=condition: _column(c, offset)
+        where = lambda offset, c=condition: condition_column(c, offset)
         check_condition(condition.node, namespace, sink, rule.id, where)
         reads += [n.id for n in ast.names_in(condition.node) if namespace.origins.get(n.id) != "parameter"]
         conditions.append(fold(condition.node, params))
-    recommend = []
-    for key, value in rule.then.recommend:
-        if isinstance(value, Condition):
-            check_value_expression(value.node, namespace, sink, rule.id, lambda offset, c=value: _column(c, offset))
-            recommend.append((key, fold(value.node, params)))
-        else:
-            recommend.append((key, value))
+    recommend = [(key, _recommend_value(rule, key, value, namespace, params, sink))
+                 for key, value in rule.then.recommend]
     if rule.because:
         check_template(rule.because, rule.locations.get("because", rule.location), namespace, sink, rule.id, "because")
     if rule.then.warn:
-        check_template(rule.then.warn[1], rule.locations.get("then", rule.location), namespace, sink, rule.id, "warn.message")
+        where = rule.locations.get("warn.message", rule.locations.get("then", rule.location))
+        check_template(rule.then.warn[1], where, namespace, sink, rule.id, "warn.message")
     return CompiledRule(rule.id, order, rule.priority, rule.heuristics, rule.description, rule.location,
                         tuple(conditions) + _guard(rule), rule, tuple(dict.fromkeys(reads)), _writes(rule),
                         tuple(recommend))
 
 
-def _column(condition: Condition, offset: int) -> Location:
+NUMERIC_FIELDS = ("nodes", "replicas", "tp", "pp", "dp", "gpus_per_node")
+
+
+def _recommend_value(rule, key, value, namespace, params, sink):
+    """A recommend field checked and folded; numeric fields become integers in every answer."""
+    if not isinstance(value, Condition):
+        return value
+    where = lambda offset, c=value: condition_column(c, offset)
+    check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=key in NUMERIC_FIELDS)
+    folded = fold(value.node, params)
+    huge = oversized_constant(folded)
+    if huge is not None:
+        sink.error(where(huge.pos), "E003", f"recommend.{key}: a constant here is not a finite number once "
+                   "parameters are folded in", rule=rule.id)
+    return folded
+
+
+def condition_column(condition: Condition, offset: int) -> Location:
+    """Line:column of the character at `offset` of a one-line condition."""
     base = condition.location
     from .rulefile import _starts_quoted
     shift = 1 if _starts_quoted(base, condition.text) else 0
@@ -209,12 +311,15 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     sink = sink or DiagnosticSink()
     files, rules, parameters, policies = read_directory(directory, sink)
     _check_identity(rules, knowledge, sink)
-    namespace = build_namespace(parameters, _conclusions(rules))
+    _check_conclusion_names(rules, parameters, sink)
+    _check_warning_codes(rules, sink)
+    namespace = build_namespace(parameters, _conclusions(rules), catalog_of(knowledge))
     params = {name: p.value for name, p in parameters.items()}
+    _check_examples(rules, knowledge, policies, params, sink)
     for policy in policies.values():
         for default in policy.defaults:
             if default.when:
-                check_condition(default.when.node, namespace, sink, None, lambda o, c=default.when: _column(c, o))
+                check_condition(default.when.node, namespace, sink, None, lambda o, c=default.when: condition_column(c, o))
     ranked = sorted(enumerate(rules), key=lambda pair: (pair[1].priority, pair[0]))
     compiled = tuple(_compile_rule(rule, order, namespace, params, sink, None)
                      for order, (_, rule) in enumerate(ranked, start=1))

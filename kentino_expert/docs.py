@@ -5,6 +5,7 @@ from pathlib import Path
 
 from . import expr as ast
 from .derive import FIGURE_SPECS
+from .errors import KentinoError
 from .rulefile import Condition
 
 _WORDS = {"<": "is below", "<=": "is at most", ">": "is above", ">=": "is at least", "==": "is", "!=": "is not"}
@@ -91,7 +92,10 @@ def _example(rule, expert) -> list[str]:
     example = rule.source.example
     if not example:
         return ["## Example", "", "(no example workload given)"]
-    answer = expert.recommend(example)
+    try:
+        answer = expert.recommend(example)
+    except KentinoError as exc:  # `rules check` refuses such an example; a page must still be written
+        return ["## Example", "", f"The example `{example}` is not a valid workload: {exc}"]
     step = next((step for step in answer.trace if step.rule == rule.id), None)
     facts = ", ".join(f"{k}: {v}" for k, v in example.items())
     lines = ["## Example", "", f"`{{{facts}}}` -> **{answer.recommendation.kind}**; "

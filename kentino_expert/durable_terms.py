@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from decimal import Decimal
 
 from . import expr as ast
@@ -24,7 +25,11 @@ _ARITH = {"+": "$add", "-": "$sub", "*": "$mul", "/": "$div"}
 
 
 class ShapeError(Exception):
-    """A condition the engine cannot run safely."""
+    """A condition the engine cannot run safely; `pos` is the offset of the culprit in the condition."""
+
+    def __init__(self, message: str, pos: int = 0):
+        super().__init__(message)
+        self.pos = pos
 
 
 def encode_value(value) -> str:
@@ -108,20 +113,53 @@ def pattern_names(pattern) -> set[str]:
     return names
 
 
+MAX_LIST = 64          # items of an `in` list: each is one alpha node, and ~400 already take 0.3 s per evaluation
+_ONE = 1.0             # multiplying the dividend by a float makes durable divide as floats, never as ints
+
+
+def _constant(node: ast.Literal):
+    """A literal the C core reads as the same number: finite and within a double's range."""
+    value = node.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ShapeError("a constant must be a finite number within about ±1.8e308 "
+                             "(after folding parameters)", node.pos)
+    return value
+
+
 def _operand(node):
     """Right-hand side of a durable comparison: a constant, a same-fact name, or arithmetic."""
     if isinstance(node, ast.Literal):
-        if isinstance(node.value, float) and not math.isfinite(node.value):
-            raise ShapeError("a constant must be a finite number")
-        return node.value
+        return _constant(node)
+    if not _names(node) and not isinstance(node, ast.Call):
+        # durable miscomputes arithmetic of two constants (-(-1) is not 1): compute it here
+        return _constant(ast.Literal(node.pos, _constant_value(node)))
     if isinstance(node, ast.Name):
         return {"$m": node.id}
     if isinstance(node, ast.Neg):
         return {"$mul": {"$l": _operand(node.operand), "$r": -1}}
+    if isinstance(node, ast.Arith) and node.op == "/":
+        # durable divides two ints as ints (8 / 3 == 2) and dies with SIGFPE on an int zero;
+        # the reference divides as floats. A float dividend gives durable the same meaning.
+        dividend = _operand(node.left)
+        dividend = float(dividend) if isinstance(dividend, (int, float)) else {"$mul": {"$l": dividend, "$r": _ONE}}
+        return {"$div": {"$l": dividend, "$r": _operand(node.right)}}
     if isinstance(node, ast.Arith):
         return {_ARITH[node.op]: {"$l": _operand(node.left), "$r": _operand(node.right)}}
     raise ShapeError(f"{type(node).__name__.lower()} is not supported on the right of a comparison "
-                     "(max/min/ceil belong in `then`, not `when`)")
+                     "(max/min/ceil belong in `then`, not `when`)", node.pos)
+
+
+def _constant_value(node):
+    from .evaluate import MISSING, value_of
+    value = value_of(node, {})
+    if value is MISSING:  # a constant zero divisor; callers test divisors first
+        raise _AlwaysZero()
+    return value
 
 
 def _names(node) -> list[str]:
@@ -130,6 +168,61 @@ def _names(node) -> list[str]:
 
 def _missing_any(names) -> list:
     return [{"$nex": {name: 1}} for name in dict.fromkeys(names)]
+
+
+def _present_all(names) -> list:
+    # durable treats a comparison whose right side names an absent property as holding;
+    # the reference calls it unknown (false): every name is required explicitly
+    return [{"$ex": {name: 1}} for name in dict.fromkeys(names)]
+
+
+class _AlwaysZero(Exception):
+    """A divisor that is the constant zero: the comparison is unknown whatever the facts."""
+
+
+def _divisors(node) -> list:
+    """Every divisor inside a value expression (nested ones included)."""
+    found, stack = [], [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Arith):
+            if item.op == "/":
+                found.append(item.right)
+            stack += [item.left, item.right]
+        elif isinstance(item, ast.Neg):
+            stack.append(item.operand)
+    return found
+
+
+def _zero_tests(divisor) -> list[tuple]:
+    """(name, operand) pairs: the divisor is zero exactly when some `name == operand` holds.
+
+    Exact for IEEE numbers: a - b == 0 iff a == b, a + b == 0 iff a == -b, a * b == 0 iff a or b is
+    (barring underflow of two tiny floats). A divisor of another shape cannot be guarded in durable's
+    `name OP expression` terms, and is refused rather than left to divide by zero.
+    """
+    if not _names(divisor) and not isinstance(divisor, ast.Call):
+        if _constant(ast.Literal(divisor.pos, _constant_value(divisor))) == 0:
+            raise _AlwaysZero()
+        return []
+    if isinstance(divisor, ast.Name):
+        return [(divisor.id, 0)]
+    if isinstance(divisor, ast.Neg):
+        return _zero_tests(divisor.operand)
+    if isinstance(divisor, ast.Arith) and divisor.op == "*":
+        return _zero_tests(divisor.left) + _zero_tests(divisor.right)
+    if isinstance(divisor, ast.Arith) and divisor.op == "/":
+        return _zero_tests(divisor.left)  # its own divisor is guarded as a divisor in its own right
+    if isinstance(divisor, ast.Arith):
+        left, right = divisor.left, divisor.right
+        if isinstance(left, ast.Name):
+            other = right if divisor.op == "-" else ast.Neg(right.pos, right)
+            return [(left.id, _operand(other))]
+        if isinstance(right, ast.Name):
+            other = left if divisor.op == "-" else ast.Neg(left.pos, left)
+            return [(right.id, _operand(other))]
+    raise ShapeError("the engine cannot guard this divisor against zero: divide by a name, a number, "
+                     "a product of those, or `name + ...` / `name - ...`", divisor.pos)
 
 
 def _compare(node: ast.Compare, negate: bool):
@@ -141,17 +234,31 @@ def _compare(node: ast.Compare, negate: bool):
             from .evaluate import truth_of
             holds = truth_of(ast.Compare(node.pos, op, left, right), {}) != negate
             return None if holds else _IMPOSSIBLE
-        raise ShapeError("the left side of a comparison must be a single name (move arithmetic to the right)")
-    if negate:
-        positive = _compare(ast.Compare(node.pos, _NEGATED[op], left, right), False)
-        return {"$or": [positive] + _missing_any(_names(left) + _names(right))}
-    operand = _operand(right)
-    return {left.id: operand} if op == "==" else {_OPS[op]: {left.id: operand}}
+        raise ShapeError("the left side of a comparison must be a single name (move arithmetic to the right)",
+                         node.pos)
+    try:
+        zero = [test for divisor in _divisors(right) for test in _zero_tests(divisor)]
+    except _AlwaysZero:
+        return None if negate else _IMPOSSIBLE  # unknown: false, and its negation true
+    if negate:  # the negated comparison, or an unknown value, or a zero divisor
+        unknown = _missing_any(_names(left) + _names(right)) + [{name: value} for name, value in zero]
+        return {"$or": [_term(left.id, _NEGATED[op], _operand(right))] + unknown}
+    # an absent left-hand name already fails the term in durable: only the right side needs guards
+    guards = _present_all(_names(right)) + [{"$neq": {name: value}} for name, value in zero]
+    term = _term(left.id, op, _operand(right))
+    return {"$and": guards + [term]} if guards else term
+
+
+def _term(name: str, op: str, operand):
+    return {name: operand} if op == "==" else {_OPS[op]: {name: operand}}
 
 
 def _membership(node: ast.In, negate: bool):
     if not isinstance(node.left, ast.Name):
-        raise ShapeError("'in' needs a single name on its left")
+        raise ShapeError("'in' needs a single name on its left", node.pos)
+    if len(node.items) > MAX_LIST:
+        raise ShapeError(f"an 'in' list holds at most {MAX_LIST} items ({len(node.items)} given): an engine-safety "
+                         "limit, longer lists make every evaluation slow; use a range (>=, <=) instead", node.pos)
     name = node.left.id
     equal = [{name: item.value} for item in node.items]
     differ = [{"$neq": {name: item.value}} for item in node.items]
@@ -169,7 +276,7 @@ def _membership(node: ast.In, negate: bool):
 def translate(node, negate: bool = False, depth: int = 0):
     """AST condition -> durable term (negation pushed down; None means always true)."""
     if depth > MAX_DEPTH:
-        raise ShapeError(f"conditions nest deeper than {MAX_DEPTH} and/or levels")
+        raise ShapeError(f"conditions nest deeper than {MAX_DEPTH} and/or levels", node.pos)
     if isinstance(node, ast.Not):
         return translate(node.operand, not negate, depth)
     if isinstance(node, ast.Compare):
@@ -188,38 +295,61 @@ def translate(node, negate: bool = False, depth: int = 0):
         conjunctive = isinstance(node, ast.And) != negate
         terms = [translate(item, negate, depth + 1) for item in node.items]
         if conjunctive:
-            kept = [t for t in terms if t is not None]
+            kept = [part for t in terms if t is not None for part in _conjuncts(t)]
             return {"$and": kept} if len(kept) > 1 else (kept[0] if kept else None)
         if any(t is None for t in terms):
             return None
         return {"$or": terms}
-    raise ShapeError(f"{type(node).__name__} is not a condition")
+    raise ShapeError(f"{type(node).__name__} is not a condition", node.pos)
+
+
+def _conjuncts(term) -> list:
+    """A term's parts when it is an `$and` (kept flat: every level is one more for the C core)."""
+    return term["$and"] if set(term) == {"$and"} else [term]
 
 
 def rule_pattern(rule, group: str) -> dict:
     terms = [{"t": group}]
     for condition in rule.conditions:
         term = translate(condition)
-        if term is None:
-            continue
-        terms.extend(term["$and"] if set(term) == {"$and"} else [term])
+        if term is not None:
+            terms.extend(_conjuncts(term))
     return {"pri": rule.order, "all": [{"m": {"$and": terms}}]}
 
 
-def shape_problems(rules) -> list[tuple]:
-    """(rule, message) for every rule the engine would refuse; used by `rules check`."""
+@dataclass(frozen=True)
+class ShapeProblem:
+    """A rule the engine would refuse: which condition (index into `rule.conditions`, None for the
+    whole rule set) and the offset in it, so `rules check` can point at the culprit's column."""
+
+    rule: object
+    message: str
+    condition: int | None = None
+    pos: int = 0
+
+
+def _condition_problem(rule, index, condition):
+    try:
+        translate(condition)
+        for name in ast.names_in(condition):
+            if len(name.id) > 200:
+                raise ShapeError("a name longer than 200 characters", name.pos)
+    except ShapeError as exc:
+        return ShapeProblem(rule, str(exc), index, exc.pos)
+    return None
+
+
+def shape_problems(rules) -> list[ShapeProblem]:
+    """Every rule the engine would refuse, with where; used by `rules check` and the engine."""
     problems = []
     for rule in rules:
-        try:
-            rule_pattern(rule, "g0")
-            for condition in rule.conditions:
-                for name in ast.names_in(condition):
-                    if len(name.id) > 200:
-                        raise ShapeError("a name longer than 200 characters")
-        except ShapeError as exc:
-            problems.append((rule, str(exc)))
+        for index, condition in enumerate(rule.conditions):
+            problem = _condition_problem(rule, index, condition)
+            if problem:
+                problems.append(problem)
+                break
     names = {name for rule in rules for name in list(rule.reads) + list(rule.writes)}
     if len(names) > MAX_PROPERTIES - 100 and rules:
-        problems.append((rules[0], f"the rule set uses {len(names)} distinct names; one fact holds at most "
-                         f"{MAX_PROPERTIES} properties with the facts and figures"))
+        problems.append(ShapeProblem(rules[0], f"the rule set uses {len(names)} distinct names; one fact holds "
+                                     f"at most {MAX_PROPERTIES} properties with the facts and figures"))
     return problems

@@ -103,8 +103,8 @@ class DurableEngine:
     def __init__(self, ruleset, chunk_rules: int = CHUNK_RULES):
         problems = shape_problems(ruleset.rules)
         if problems:
-            rule, message = problems[0]
-            raise EngineError(f"{rule.location}: rule '{rule.id}': {message}")
+            problem = problems[0]
+            raise EngineError(f"{problem.rule.location}: rule '{problem.rule.id}': {problem.message}")
         rules = list(ruleset.rules)
         self.ruleset = ruleset
         self._chunks = [_Chunk(rules[i:i + chunk_rules]) for i in range(0, len(rules), chunk_rules)] or [_Chunk([])]

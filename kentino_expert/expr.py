@@ -7,6 +7,10 @@ from dataclasses import dataclass
 COMPARISONS = ("<=", ">=", "==", "!=", "<", ">")
 FUNCTIONS = {"max": (1, None), "min": (1, None), "ceil": (1, 1), "floor": (1, 1), "round": (1, 2)}
 KEYWORDS = {"and", "or", "not", "in", "exists", "true", "false"}
+# Every later pass (checking, folding, translating, evaluating) recurses over the tree: a cap here
+# keeps a hostile condition a located E101 instead of a RecursionError far from its source.
+MAX_NESTING = 40
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -114,10 +118,43 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
     return tokens
 
 
+def _unescape(body: str, pos: int) -> str:
+    """The value of a string literal's body: only \\\\ \\' \\" \\n \\t and \\uXXXX are escapes.
+
+    Not `unicode_escape`: that codec raises on a bad escape and reads UTF-8 text as Latin-1.
+    `pos` is the offset of the body in the expression, for the error column.
+    """
+    out, index = [], 0
+    while index < len(body):
+        char = body[index]
+        if char != "\\":
+            out.append(char)
+            index += 1
+            continue
+        code = body[index + 1:index + 2]
+        if code in _ESCAPES:
+            out.append(_ESCAPES[code])
+            index += 2
+        elif code == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[index + 2:index + 6]):
+            out.append(chr(int(body[index + 2:index + 6], 16)))
+            index += 6
+        else:
+            raise ExprSyntaxError(f"bad escape '\\{code}' in a string (escapes are \\\\ \\' \\\" \\n \\t \\uXXXX)",
+                                  pos + index)
+    return "".join(out)
+
+
 class _Parser:
     def __init__(self, text: str):
         self.tokens = tokenize(text)
         self.index = 0
+        self.depth = 0
+
+    def descend(self, pos: int):
+        """Count one level of recursive descent (parenthesis, list, `not`, unary minus)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExprSyntaxError(f"the expression nests deeper than {MAX_NESTING} levels", pos)
 
     def peek(self, offset: int = 0):
         return self.tokens[min(self.index + offset, len(self.tokens) - 1)]
@@ -165,7 +202,10 @@ class _Parser:
         token = self.peek()
         if token[0] == "name" and token[1] == "not" and self.peek(1)[1] != "in":
             self.take()
-            return Not(token[2], self.not_expr())
+            self.descend(token[2])
+            node = Not(token[2], self.not_expr())
+            self.depth -= 1
+            return node
         if token[0] == "name" and token[1] == "exists":
             self.take()
             kind, text, pos = self.take()
@@ -219,7 +259,9 @@ class _Parser:
     def unary(self):
         if self.peek()[1] == "-" and self.peek()[0] == "op":
             pos = self.take()[2]
+            self.descend(pos)
             operand = self.unary()
+            self.depth -= 1
             if isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
                 return Literal(pos, -operand.value)
             return Neg(pos, operand)
@@ -231,10 +273,12 @@ class _Parser:
             value = float(text)
             return Literal(pos, int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value)
         if kind == "str":
-            return Literal(pos, bytes(text[1:-1], "utf-8").decode("unicode_escape") if "\\" in text else text[1:-1])
+            return Literal(pos, _unescape(text[1:-1], pos + 1))
         if kind == "op" and text == "(":
+            self.descend(pos)
             node = self.or_expr()
             self.expect(")")
+            self.depth -= 1
             return node
         if kind == "op" and text == "[":
             self.index -= 1
@@ -265,7 +309,23 @@ def parse(text: str) -> Node:
     """Parse an expression of the rule language; raise ExprSyntaxError with the offset."""
     if not isinstance(text, str) or not text.strip():
         raise ExprSyntaxError("empty expression", 0)
-    return _Parser(text).parse()
+    node = _Parser(text).parse()
+    _check_depth(node)
+    return node
+
+
+def _check_depth(root: Node) -> None:
+    """Refuse a tree deeper than MAX_NESTING (long `a + a + ...` chains nest without parentheses).
+
+    Iterative on purpose: this is the pass that must not itself recurse too deeply.
+    """
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ExprSyntaxError(f"the expression nests deeper than {MAX_NESTING} levels "
+                                  "(split a long chain of + - * / into figures or parameters)", node.pos)
+        stack.extend((child, depth + 1) for child in _children(node))
 
 
 def names_in(node: Node) -> list[Name]:

@@ -1,7 +1,7 @@
 """The namespace rules are checked against: facts, figures, conclusions, recommendation fields, parameters."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .derive import BOOL, FACT_TYPES, FIGURE_SPECS, NUMBER, TEXT
 from .facts import PRECISIONS
@@ -30,6 +30,7 @@ class Namespace:
 
     types: dict  # name -> type
     origins: dict  # name -> "fact" | "figure" | "conclusion" | "recommendation" | "parameter"
+    catalog: dict = field(default_factory=dict)  # catalog fact -> (ids, {alias: id})
 
     def type_of(self, name: str):
         return self.types.get(name)
@@ -38,7 +39,37 @@ class Namespace:
         return list(self.types)
 
 
-def build_namespace(parameters: dict, conclusions: dict) -> Namespace:
+CATALOG_FACTS = {"model": "models", "gpu": "gpus", "proposed_gpu": "gpus", "interconnect": "links"}
+ENGINE_NAMES = ("t", "id", "sid")  # properties of durable's state fact itself
+
+
+def catalog_of(knowledge) -> dict:
+    """fact -> (ids, {alias: id}) for the facts that hold a catalog id."""
+    out = {}
+    for fact, table in CATALOG_FACTS.items():
+        specs = getattr(knowledge, table)
+        out[fact] = (frozenset(specs), {alias: spec.id for spec in specs.values() for alias in spec.aliases})
+    return out
+
+
+def reserved_kind(name: str, parameters) -> str | None:
+    """What a name already is, when a rule may not conclude it (None when it is free)."""
+    if name in parameters:
+        return "a parameter"
+    if name in FACT_TYPES:
+        return "a fact"
+    if name in FIGURE_SPECS:
+        return "a figure"
+    if name in RECOMMENDATION_TYPES or name.startswith("recommended_"):
+        return "a recommendation field"
+    if name.startswith("warn__"):
+        return "a warning key (warn__<code> records that a warning was given)"
+    if name in ENGINE_NAMES:
+        return "a property the engine uses itself"
+    return None
+
+
+def build_namespace(parameters: dict, conclusions: dict, catalog: dict | None = None) -> Namespace:
     """`conclusions` maps each concluded name to the list of literal values rules conclude for it."""
     types, origins = {}, {}
     for source, table in (("fact", FACT_TYPES), ("figure", {k: v[0] for k, v in FIGURE_SPECS.items()}),
@@ -49,7 +80,7 @@ def build_namespace(parameters: dict, conclusions: dict) -> Namespace:
         types[name], origins[name] = conclusion_type(values), "conclusion"
     for name in parameters:
         types[name], origins[name] = NUMBER, "parameter"
-    return Namespace(types, origins)
+    return Namespace(types, origins, catalog or {})
 
 
 def conclusion_type(values):

@@ -341,10 +341,7 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
                    "a rule needs an 'id' in kebab-case (e.g. fits-one-node-at-fp8)")
         rule_id = str(rule_id) if rule_id is not None else None
     check_keys(rule_map, RULE_KEYS, display, sink, "a rule", rule_id)
-    priority = rule_map.get("priority", 1000)
-    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
-        sink.error(location_of(rule_map, "priority", display), "E003", "'priority' must be a number", rule=rule_id)
-        priority = 1000
+    priority = _priority(rule_map, display, sink, rule_id)
     example = rule_map.get("example")
     if example is not None and not isinstance(example, dict):
         sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts", rule=rule_id)
@@ -356,10 +353,46 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
         then=_read_effects(rule_map, display, sink, rule_id),
         because=_string(rule_map, "because", display, sink, rule_id),
         example=_plain(example) if example else None, location=where,
-        locations={key: location_of(rule_map, key, display) for key in rule_map},
+        locations={**{key: location_of(rule_map, key, display) for key in rule_map},
+                   **_inner_locations(rule_map, display)},
     )
     return rule if rule_id else None
 
+
+
+MAX_PRIORITY = 1_000_000  # far beyond any real ordering; keeps every priority an ordinary finite number
+
+
+def _priority(rule_map, display, sink, rule_id) -> float:
+    """The rule's priority: a finite number within ±MAX_PRIORITY (NaN sorts nowhere, and a
+    400-digit integer overflows every float conversion downstream)."""
+    priority = rule_map.get("priority", 1000)
+    where = location_of(rule_map, "priority", display)
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        sink.error(where, "E003", "'priority' must be a number", rule=rule_id)
+        return 1000
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:  # false for NaN too
+        sink.error(where, "E003", f"'priority' must be a finite number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}",
+                   rule=rule_id)
+        return 1000
+    return priority
+
+
+def _inner_locations(rule_map, display) -> dict:
+    """Where the parts of `then` and `example` stood: 'conclude:<name>' (its key), 'warn.code',
+    'warn.message' and 'example:<fact>' (values), so diagnostics point at the part at fault."""
+    out = {}
+    then = rule_map.get("then")
+    if isinstance(then, LocatedDict):
+        conclude, warn = then.get("conclude"), then.get("warn")
+        if isinstance(conclude, LocatedDict):
+            out.update({f"conclude:{name}": where for name, where in conclude.key_locations.items()})
+        if isinstance(warn, LocatedDict):
+            out.update({f"warn.{key}": location_of(warn, key, display) for key in ("code", "message") if key in warn})
+    example = rule_map.get("example")
+    if isinstance(example, LocatedDict):
+        out.update({f"example:{key}": location_of(example, key, display) for key in example})
+    return out
 
 
 def read_rules(data, display: str, sink: DiagnosticSink) -> list[Rule]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, KentinoError, Location
+from .errors import InputError, KentinoError, Location, did_you_mean
+from .facts import PRECISIONS
+from .rulefile import KINDS
 from .yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 EXPECT_KEYS = ("kind", "nodes", "nodes_min", "nodes_max", "precision", "status", "heuristics", "warnings",
@@ -19,6 +21,7 @@ class Scenario:
     facts: dict
     expect: dict
     location: Location
+    item_locations: dict = field(default_factory=dict, compare=False)  # (key, index) -> Location
 
 
 @dataclass
@@ -37,8 +40,12 @@ class Outcome:
 
 
 
-def load_scenarios(paths) -> list[Scenario]:
-    """Read scenario files (a YAML list of {name, facts, expect}); directories are searched for *.yaml."""
+def load_scenarios(paths, ruleset=None) -> list[Scenario]:
+    """Read scenario files (a YAML list of {name, facts, expect}); directories are searched for *.yaml.
+
+    With `ruleset`, rule ids, warning codes and heuristic ids are checked against it too (else
+    `run_all` checks them against the rule set it runs).
+    """
     files = []
     for path in map(Path, paths):
         files += sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
@@ -53,10 +60,14 @@ def load_scenarios(paths) -> list[Scenario]:
         if not isinstance(data, list):
             raise InputError("a scenario file is a list of {name, facts, expect}", location=Location(str(path), 1, 1))
         scenarios += [_scenario(item, data, index, str(path)) for index, item in enumerate(data)]
+    if ruleset is not None:
+        validate_scenarios(scenarios, ruleset)
     return scenarios
 
 
 SCENARIO_KEYS = ("name", "facts", "expect")
+STATUSES = ("final", "provisional")
+_CHOICES = {"kind": KINDS, "precision": PRECISIONS, "status": STATUSES}
 _LIST_KEYS = ("heuristics", "warnings", "rules", "not_rules", "not_warnings")
 _TEXT_KEYS = ("kind", "precision", "status")
 _COUNT_KEYS = ("nodes", "nodes_min", "nodes_max")
@@ -78,17 +89,29 @@ def _scenario(item, container, index, filename) -> Scenario:
         if key not in EXPECT_KEYS:
             raise InputError(f"unknown expectation '{key}'", location=_key_location(expect, key, where),
                              suggestion=did_you_mean(str(key), EXPECT_KEYS))
-        problem = _expectation_problem(key, _plain(expect[key]))
+        problem, suggestion = _expectation_problem(key, _plain(expect[key]))
         if problem:
-            raise InputError(f"expect.{key}: {problem}", location=_key_location(expect, key, where))
-    return Scenario(str(item.get("name", f"scenario {index + 1}")), _plain(item["facts"]), _plain(expect), where)
+            raise InputError(f"expect.{key}: {problem}", location=_key_location(expect, key, where),
+                             suggestion=suggestion)
+    items = {(key, i): loc for key in _LIST_KEYS if key in expect
+             for i, loc in enumerate(getattr(expect[key], "item_locations", []))}
+    return Scenario(str(item.get("name", f"scenario {index + 1}")), _plain(item["facts"]), _plain(expect), where, items)
 
 
 def _key_location(mapping, key, default):
     return getattr(mapping, "key_locations", {}).get(key, default)
 
 
-def _expectation_problem(key: str, value) -> str | None:
+def _expectation_problem(key: str, value) -> tuple:
+    """(why an expectation's value is wrong, a suggestion), or (None, None)."""
+    problem = _shape_problem(key, value)
+    if problem is None and key in _CHOICES and value not in _CHOICES[key]:
+        # `kind: singel-node` would otherwise be an ordinary FAIL that reads like a rule defect
+        return f"'{value}' is not one of {', '.join(_CHOICES[key])}", did_you_mean(value, _CHOICES[key])
+    return problem, None
+
+
+def _shape_problem(key: str, value) -> str | None:
     """Why an expectation's value has the wrong shape, or None."""
     if key in _LIST_KEYS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -172,11 +195,45 @@ class Coverage:
         return [rule for rule, n in self.counts.items() if not n]
 
 
+_KNOWN = {"rules": "rule", "not_rules": "rule", "warnings": "warning code", "not_warnings": "warning code",
+          "heuristics": "heuristic"}
+
+
+def _known_ids(ruleset) -> dict:
+    rules = [rule.id for rule in ruleset.rules]
+    warnings = [rule.source.then.warn[0] for rule in ruleset.rules if rule.source.then.warn]
+    return {"rule": rules, "warning code": warnings, "heuristic": list(ruleset.heuristics)}
+
+
+def scenario_problems(scenario: Scenario, known: dict) -> list[InputError]:
+    """Ids an expectation names that the rule set does not have: a misspelt `not_rules` entry
+    would pass forever, a misspelt `rules` entry fail for a reason that is not a rule's."""
+    problems = []
+    for key, what in _KNOWN.items():
+        for index, value in enumerate(scenario.expect.get(key) or []):
+            if value not in known[what]:
+                where = scenario.item_locations.get((key, index), scenario.location)
+                problems.append(InputError(f"expect.{key}: '{value}' is not a {what} of the rule set",
+                                           location=where, suggestion=did_you_mean(value, known[what])))
+    return problems
+
+
+def validate_scenarios(scenarios, ruleset) -> None:
+    """Raise the first unknown rule id, warning code or heuristic id, located."""
+    known = _known_ids(ruleset)
+    for scenario in scenarios:
+        problems = scenario_problems(scenario, known)
+        if problems:
+            raise problems[0]
+
+
 def run_all(expert, scenarios, progress=None) -> tuple[list[Outcome], Coverage]:
     counts = {rule.id: 0 for rule in expert.ruleset.rules}
-    outcomes = []
+    outcomes, known = [], _known_ids(expert.ruleset)
     for index, scenario in enumerate(scenarios):
-        outcome = run_scenario(expert, scenario)
+        problems = scenario_problems(scenario, known)
+        # not run: its verdict would be meaningless; reported as an input error of the scenario file
+        outcome = Outcome(scenario, error=f"input error: {problems[0]}") if problems else run_scenario(expert, scenario)
         for rule in outcome.fired:
             counts[rule] = counts.get(rule, 0) + 1
         outcomes.append(outcome)

@@ -1,6 +1,8 @@
 """Name and type checking of expressions, and folding parameters into constants."""
 from __future__ import annotations
 
+import math
+
 from . import expr as ast
 from .derive import BOOL, NUMBER, TEXT
 from .errors import did_you_mean
@@ -60,6 +62,20 @@ class _Checker:
             self.error(literal, "E103", f"'{literal.value}' is not one of {', '.join(kind[1])}",
                        did_you_mean(literal.value, kind[1]))
 
+    def catalog_member(self, name_node, literal: ast.Literal):
+        """A literal compared with a catalog fact must be a catalog id: the state holds canonical ids,
+        so a misspelt id (or an alias) never matches and the rule silently never fires."""
+        catalog = self.namespace.catalog.get(name_node.id) if isinstance(name_node, ast.Name) else None
+        if not catalog or not isinstance(literal.value, str) or literal.value in catalog[0]:
+            return
+        ids, aliases = catalog
+        if literal.value in aliases:
+            self.error(literal, "E103", f"'{literal.value}' is an alias; '{name_node.id}' holds the catalog id "
+                       f"'{aliases[literal.value]}'", aliases[literal.value])
+        else:
+            self.error(literal, "E103", f"'{literal.value}' is not a {name_node.id} of the knowledge catalog",
+                       did_you_mean(literal.value, list(ids) + list(aliases)))
+
     def compare(self, node: ast.Compare):
         left, right = self.value(node.left), self.value(node.right)
         if left is None or right is None:
@@ -68,9 +84,10 @@ class _Checker:
             self.error(node, "E103", f"'{node.op}' compares numbers only")
         elif _base(left) != _base(right) and "mixed" not in (left, right):
             self.error(node, "E103", f"cannot compare {_base(left)} with {_base(right)}")
-        for side, other in ((node.left, right), (node.right, left)):
+        for side, other, other_node in ((node.left, right, node.right), (node.right, left, node.left)):
             if isinstance(side, ast.Literal):
                 self.enum_member(other, side)
+                self.catalog_member(other_node, side)
 
     def condition(self, node):
         if isinstance(node, ast.Compare):
@@ -82,6 +99,7 @@ class _Checker:
                     self.error(item, "E103", f"list item {item.value!r} is not a {_base(kind)}")
                 else:
                     self.enum_member(kind, item)
+                    self.catalog_member(node.left, item)
         elif isinstance(node, ast.Exists):
             self.name_type(node.name)
         elif isinstance(node, ast.Not):
@@ -105,12 +123,40 @@ def check_condition(node, namespace, sink, rule_id, where) -> None:
     _Checker(namespace, sink, rule_id, where).condition(node)
 
 
-def check_value_expression(node, namespace, sink, rule_id, where) -> None:
-    """Report problems of a numeric expression (e.g. recommend.nodes)."""
+def check_value_expression(node, namespace, sink, rule_id, where, field: str | None = None,
+                           numeric: bool = False) -> None:
+    """Report problems of a value expression (e.g. recommend.nodes); `numeric` fields need a number
+    (the answer turns them into integers: a text there would fail every answer the rule gives)."""
     checker = _Checker(namespace, sink, rule_id, where)
     kind = checker.value(node)
-    if kind is not None and _base(kind) not in (NUMBER, TEXT):
+    what = f"recommend.{field}" if field else "the value"
+    if kind is not None and numeric and _base(kind) != NUMBER:
+        checker.error(node, "E103", f"{what} must be a number, not {_described(kind)}")
+    elif kind is not None and _base(kind) not in (NUMBER, TEXT):
         checker.error(node, "E103", "expected a number or a value")
+
+
+def _described(kind) -> str:
+    return {TEXT: "a text", BOOL: "true/false"}.get(_base(kind), f"a {_base(kind)} value")
+
+
+def oversized_constant(node):
+    """The first literal of a folded expression that no engine holds as a finite float, or None.
+
+    Folding is exact integer arithmetic: `hyperscale_qps * ...` can become an integer beyond any
+    double, which the engine cannot be given and an answer cannot turn into a count.
+    """
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not isinstance(item.value, bool):
+            try:
+                if not math.isfinite(float(item.value)):
+                    return item
+            except OverflowError:
+                return item
+        stack.extend(ast._children(item))
+    return None
 
 
 def fold(node, params: dict):
