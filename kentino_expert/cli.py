@@ -130,7 +130,7 @@ def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_covera
     from .scenarios import failure_lines, load_scenarios, run_all
     expert = _expert(rules_dir, knowledge_dir)
     try:
-        scenarios = load_scenarios(paths or ["tests/scenarios"])
+        scenarios = load_scenarios(paths or ["tests/scenarios"], expert.ruleset)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
     outcomes, coverage = run_all(expert, scenarios, _progress(len(scenarios) >= 1000 and fmt == "text"))

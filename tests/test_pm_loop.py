@@ -187,6 +187,15 @@ class TestScenarioRunner:
         assert "operations-tax" in report["coverage"]["never_fired"]
         assert cli("test", path, "--min-coverage", "90").exit_code == 1
 
+    def test_misspelt_rule_id_in_an_expectation_stops_the_run(self, tmp_path):
+        """A `not_rules` id the rule set does not have would always pass: the run stops with exit 2 and a suggestion."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: x\n  facts: {task: lora, model: llama-3.1-70b, gpu: l4}\n"
+                        "  expect: {not_rules: [pcie-penalty-for-finetuning]}\n")
+        result = cli("test", path)
+        assert result.exit_code == 2, result.output
+        assert "s.yaml:3:" in result.output and "did you mean 'pcie-penalty-for-fine-tuning'" in result.output
+
     def test_bad_scenario_file_is_a_clean_error(self, tmp_path):
         """An unknown expectation key is refused with its location and a suggestion."""
         path = tmp_path / "s.yaml"
