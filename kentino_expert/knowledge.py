@@ -13,6 +13,14 @@ from .yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+class SlidingWindow(BaseModel):
+    """Local attention on some layers: those keep the KV cache of the last `window` tokens only."""
+
+    model_config = _FROZEN
+    window: PositiveInt
+    layers: PositiveInt  # how many of the model's layers attend locally
+
+
 class Mla(BaseModel):
     """Multi-head latent attention: the per-token latent that replaces K and V."""
 
@@ -45,6 +53,7 @@ class ModelSpec(BaseModel):
     max_context: PositiveInt
     mla: Mla | None = None
     moe: Moe | None = None
+    sliding_window: SlidingWindow | None = None
     aliases: tuple[str, ...] = ()
     source: str
     estimated: bool = False

@@ -37,8 +37,15 @@ def kv_cache_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
 
 
 def kv_cache_gb(model: ModelSpec, concurrency: int, context_tokens: int, kv_bytes: float) -> float:
-    """KV cache for `concurrency` requests each holding `context_tokens`."""
-    return kv_cache_bytes_per_token(model, kv_bytes) * concurrency * context_tokens / 1e9
+    """KV cache for `concurrency` requests each holding `context_tokens`.
+
+    Layers with local attention (Gemma 2: every other layer, 4,096 tokens) hold at most their window.
+    """
+    held = context_tokens
+    if model.sliding_window is not None:
+        local = min(model.sliding_window.layers, model.layers) / model.layers
+        held = context_tokens * (1 - local) + min(context_tokens, model.sliding_window.window) * local
+    return kv_cache_bytes_per_token(model, kv_bytes) * concurrency * held / 1e9
 
 
 def node_vram_gb(gpu: GpuSpec, gpus_per_node: int) -> float:

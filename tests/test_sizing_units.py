@@ -35,6 +35,13 @@ class TestMemory:
         """DeepSeek-V3 caches one latent: 61 x (512 + 64) x 2 bytes = 70,272 bytes per token."""
         assert sizing.kv_cache_bytes_per_token(DSV3, 2.0) == 70_272
 
+    def test_sliding_window_layers_hold_their_window_only(self):
+        """Gemma 2 27B at 8,192 tokens: 23 global layers hold 8,192 tokens, 23 local ones 4,096 (6,144 on average)."""
+        gemma = K.model("gemma-2-27b")
+        per_token = 2 * 46 * 16 * 128 * 2.0
+        assert sizing.kv_cache_gb(gemma, 1, 8192, 2.0) == pytest.approx(per_token * 6144 / 1e9)
+        assert sizing.kv_cache_gb(gemma, 1, 2048, 2.0) == pytest.approx(per_token * 2048 / 1e9)  # inside the window
+
     def test_kv_cache_at_concurrency(self):
         """48 requests x 8,192 tokens x 327,680 B = 128.85 GB."""
         assert sizing.kv_cache_gb(LLAMA70, 48, 8192, 2.0) == pytest.approx(48 * 8192 * 327_680 / 1e9)
