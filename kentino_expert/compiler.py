@@ -206,6 +206,18 @@ def _check_examples(rules, knowledge, policies, params, sink) -> None:
             sink.error(rule.locations.get("example", rule.location), "E003", f"example: {exc}", rule=rule.id)
 
 
+def _check_sizing_parameters(files, parameters, sink) -> None:
+    """The sizing reads a few parameters itself (derive.SIZING_PARAMETERS): deleting one is an error here."""
+    from .derive import SIZING_PARAMETERS
+    where = next((name for name in files if Path(name).name == "parameters.yaml"), None)
+    if where is None:
+        return  # a missing parameters.yaml is already E001
+    for name in SIZING_PARAMETERS:
+        if name not in parameters:
+            sink.error(Location(where), "E003", f"parameter '{name}' is missing: the sizing uses it "
+                       "(kentino_expert/derive.py, SIZING_PARAMETERS)")
+
+
 def _check_conclusion_names(rules, parameters, sink) -> None:
     """A conclusion may not take a name that already means something: concluding a recommendation
     field breaks every answer, a parameter makes the trace lie, a warning key hides the warning."""
@@ -310,6 +322,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     """Load and check a rule directory; raise RuleFileError listing every error found."""
     sink = sink or DiagnosticSink()
     files, rules, parameters, policies = read_directory(directory, sink)
+    _check_sizing_parameters(files, parameters, sink)
     _check_identity(rules, knowledge, sink)
     _check_conclusion_names(rules, parameters, sink)
     _check_warning_codes(rules, sink)

@@ -24,6 +24,10 @@ FACT_TYPES: dict[str, object] = {
 }
 
 # name: (type, unit, description)
+# Parameters of rules/parameters.yaml the sizing itself reads (`rules check` requires them). The
+# optional full_node_gpus only adds the full-node figures, so older rule sets still load for `rules diff`.
+SIZING_PARAMETERS = ("workload_fraction_max", "training_fraction_max", "min_multi_nodes")
+
 FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "active_params_b": (NUMBER, "B params", "parameters used per token (all of them for a dense model)"),
     "model_max_context": (NUMBER, "tokens", "the longest context the model was trained for (max_position_embeddings)"),
@@ -63,6 +67,9 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
     "qlora_state_fraction": (NUMBER, "of node VRAM", "QLoRA training state / node VRAM"),
     "qlora_nodes": (NUMBER, "nodes", "nodes that hold the same LoRA job's state as QLoRA"),
+    "full_node_vram_gb": (NUMBER, "GB", "VRAM of one full node of this card (full_node_gpus cards)"),
+    "full_node_workload_fraction_int4": (NUMBER, "of full-node VRAM", "(INT4 weights + KV + runtime overhead) / one full node's VRAM"),
+    "full_node_training_fraction": (NUMBER, "of full-node VRAM", "training state / one full node's VRAM"),
     "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
     "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
     "days_on_one_node": (NUMBER, "days", "time to result on one node"),
@@ -199,6 +206,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
             _throughput_figures(values, facts, model, gpu, gpus, knowledge)
             _replica_figures(values)
             _training_figures(values, facts, model, gpu, gpus, knowledge, params)
+            _full_node_figures(values, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
     return {name: sizing.Figure(name, _round(value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
@@ -275,6 +283,20 @@ def _replica_figures(values):
         if f"replicas_for_concurrency_{precision}" in values:
             values[f"dp_replicas_{precision}"] = max(values.get(f"replicas_needed_{precision}", 1),
                                                     values[f"replicas_for_concurrency_{precision}"])
+
+
+def _full_node_figures(values, gpu, gpus, knowledge, params):
+    """For a node with fewer GPUs than a full one: how much of one full node the job would take."""
+    full_gpus = params.get("full_node_gpus")
+    if full_gpus is None or gpus >= full_gpus:
+        return
+    full = gpu.memory_gb * full_gpus
+    values["full_node_vram_gb"] = full
+    if "kv_cache_gb" in values:
+        overhead = knowledge.constant("serving", "runtime_overhead_fraction") * full
+        values["full_node_workload_fraction_int4"] = (values["weights_gb_int4"] + values["kv_cache_gb"] + overhead) / full
+    if "training_state_gb" in values:
+        values["full_node_training_fraction"] = values["training_state_gb"] / full
 
 
 def _training_figures(values, facts, model, gpu, gpus, knowledge, params):

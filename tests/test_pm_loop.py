@@ -60,6 +60,29 @@ class TestRulesCheck:
         lines = [line for line in result.output.splitlines() if ": E" in line]
         assert len(lines) == 1 and "parameters.yaml" in lines[0] and "E003" in lines[0], result.output
 
+    def test_a_parameter_the_sizing_reads_cannot_be_deleted(self, rules_copy):
+        """Deleting min_multi_nodes is a clean error naming it (the sizing reads it), never a traceback."""
+        params = rules_copy / "parameters.yaml"
+        text = params.read_text()
+        start = text.index("  min_multi_nodes:")
+        params.write_text(text[:start] + text[text.index("  frontier_min_gpus:", start):])
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "parameters.yaml: E003: parameter 'min_multi_nodes' is missing: the sizing uses it" in result.output
+
+    def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
+        """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node figures."""
+        params = rules_copy / "parameters.yaml"
+        text = params.read_text()
+        start = text.index("  full_node_gpus:")
+        params.write_text(text[:start] + text[text.index("  min_multi_nodes:", start):])
+        advice = rules_copy / "advice.yaml"
+        text = advice.read_text()
+        start = text.index("  - id: part-filled-nodes-where-one-full-node-does")
+        advice.write_text(text[:start] + text[text.index("  - id: pcie-penalty-for-fine-tuning", start):])
+        answer = Expert(rules_copy).recommend({"task": "full-finetune", "params_b": 13, "gpus_per_node": 2})
+        assert answer.recommendation.kind == "multi-node-ib" and "full_node_vram_gb" not in answer.figures
+
     def test_every_problem_is_reported(self, rules_copy):
         """Five different mistakes in two files give five located diagnostics, not just the first."""
         _edit(rules_copy / "fit.yaml", "weights_fraction_fp8 <= weights_fraction_max", "weights_fractoin_fp8 <= weights_fraction_max")

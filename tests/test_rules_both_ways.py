@@ -54,6 +54,8 @@ NOT_FIRING = {
     "nothing-buildable-fits": ({"task": "batch-inference", "params_b": 2000}, "a 3-node IB cluster carries it"),
     "operations-tax": ({"task": "lora", "model": "llama-3.1-70b"}, "single node"),
     "research-lab-trap": ({"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 1, "gpus_per_node": 8}}, "one node proposed"),
+    "part-filled-nodes-where-one-full-node-does": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpus_per_node": 4},
+                                                   "1.3 TB of state needs more than one full node"),
     "pcie-penalty-for-fine-tuning": ({"task": "lora", "model": "llama-3.1-70b", "gpu": "h100-sxm"}, "SXM card"),
     "pcie-penalty-for-pretraining": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}, "8B < 70B"),
     "sxm-card-is-not-a-kentino-build": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l40"}, "Kentino ships L40"),
