@@ -135,7 +135,7 @@ def shadowing(rules) -> list[tuple]:
     found = []
     terms = {rule.id: _terms(rule) for rule in rules}
     # `implies` needs a term's names among the stronger side's: a cheap exact pre-filter
-    names = {rule.id: _term_names(rule) for rule in rules}
+    names = {rule_id: frozenset(n.id for term in ts for n in ast.names_in(term)) for rule_id, ts in terms.items()}
     recommenders, writers = [], {}  # earlier rules, indexed by what could make them pre-empt a later one
     for low in rules:
         for high in _pre_empting_candidates(low, recommenders, writers):
@@ -147,11 +147,6 @@ def shadowing(rules) -> list[tuple]:
         for name in set(low.writes):
             writers.setdefault(name, []).append(low)
     return found
-
-
-def _term_names(rule) -> frozenset:
-    return frozenset(n.id for c in rule.source.when for term in conjuncts(c.node)
-                     for n in ast.names_in(_PARAMS_FOLD(term)))
 
 
 def _pre_empting_candidates(low, recommenders, writers) -> list:

@@ -284,7 +284,6 @@ def _compile_rule(rule: Rule, order: int, namespace, params, sink, display_of) -
                         tuple(recommend))
 
 
-NUMERIC_FIELDS = ("nodes", "replicas", "tp", "pp", "dp", "gpus_per_node")
 
 
 def _recommend_value(rule, key, value, namespace, params, sink):
@@ -292,7 +291,8 @@ def _recommend_value(rule, key, value, namespace, params, sink):
     if not isinstance(value, Condition):
         return value
     where = lambda offset, c=value: condition_column(c, offset)
-    check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=key in NUMERIC_FIELDS)
+    numeric = namespace.type_of(recommendation_key(key)) == NUMBER
+    check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=numeric)
     folded = fold(value.node, params)
     huge = oversized_constant(folded)
     if huge is not None:

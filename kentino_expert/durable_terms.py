@@ -117,15 +117,14 @@ MAX_LIST = 64          # items of an `in` list: each is one alpha node, and ~400
 _ONE = 1.0             # multiplying the dividend by a float makes durable divide as floats, never as ints
 
 
+ENGINE_NAMES = ("t", "id", "sid")  # properties of durable's state fact itself, never the rules' names
+
+
 def _constant(node: ast.Literal):
     """A literal the C core reads as the same number: finite and within a double's range."""
     value = node.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            finite = math.isfinite(float(value))
-        except OverflowError:
-            finite = False
-        if not finite:
+        if not ast.finite_number(value):
             raise ShapeError("a constant must be a finite number within about ±1.8e308 "
                              "(after folding parameters)", node.pos)
     return value

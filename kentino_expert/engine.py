@@ -20,7 +20,7 @@ import threading
 
 import durable_rules_engine as _dre
 
-from .durable_terms import encode, encode_members, pattern_names, rule_pattern, shape_problems
+from .durable_terms import ENGINE_NAMES, encode, encode_members, pattern_names, rule_pattern, shape_problems
 from .errors import EngineError
 
 GROUP_RULES = 64       # one fact may match at most 64 sibling conditions (error 303)
@@ -74,7 +74,7 @@ class _Chunk:
         for index, rule in enumerate(rules):
             definition[rule.id] = rule_pattern(rule, self.groups[index // GROUP_RULES])
         # only what a condition reads is sent to the engine: the C core parses less per assert
-        self.reads = pattern_names([term["m"] for p in definition.values() for term in p["all"]]) - {"t", "id", "sid"}
+        self.reads = pattern_names([term["m"] for p in definition.values() for term in p["all"]]) - set(ENGINE_NAMES)
         self.name = f"kentino{next(self._names)}"
         try:
             self.handle = _dre.create_ruleset(self.name, encode(definition))

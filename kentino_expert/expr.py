@@ -1,6 +1,7 @@
 """The rule language's expressions: tokenizer, parser and AST (no eval, no Python in rule files)."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -118,6 +119,16 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
     return tokens
 
 
+def finite_number(value) -> bool:
+    """A number (not a bool) that a double holds finitely: the engine, the answers and JSON all need one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an exact integer beyond any double
+        return False
+
+
 def _unescape(body: str, pos: int) -> str:
     """The value of a string literal's body: only \\\\ \\' \\" \\n \\t and \\uXXXX are escapes.
 
@@ -151,7 +162,7 @@ class _Parser:
         self.depth = 0
 
     def descend(self, pos: int):
-        """Count one level of recursive descent (parenthesis, list, `not`, unary minus)."""
+        """Count one level of recursive descent (parenthesis, function call, `not`, unary minus)."""
         self.depth += 1
         if self.depth > MAX_NESTING:
             raise ExprSyntaxError(f"the expression nests deeper than {MAX_NESTING} levels", pos)
@@ -294,10 +305,12 @@ class _Parser:
             raise ExprSyntaxError(f"'{text}' cannot stand here", pos)
         if self.peek()[1] == "(" and text in FUNCTIONS:
             self.take()
+            self.descend(pos)  # nested calls recurse too: max(max(max(...)))
             args = [self.sum_expr()]
             while self.accept(","):
                 args.append(self.sum_expr())
             self.expect(")")
+            self.depth -= 1
             low, high = FUNCTIONS[text]
             if len(args) < low or (high is not None and len(args) > high):
                 raise ExprSyntaxError(f"{text}() takes {low}..{high or 'n'} arguments", pos)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .derive import BOOL, FACT_TYPES, FIGURE_SPECS, NUMBER, TEXT
+from .durable_terms import ENGINE_NAMES
 from .facts import PRECISIONS
 from .rulefile import KINDS
 
@@ -40,7 +41,6 @@ class Namespace:
 
 
 CATALOG_FACTS = {"model": "models", "gpu": "gpus", "proposed_gpu": "gpus", "interconnect": "links"}
-ENGINE_NAMES = ("t", "id", "sid")  # properties of durable's state fact itself
 
 
 def catalog_of(knowledge) -> dict:

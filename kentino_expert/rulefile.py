@@ -248,9 +248,11 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
             sink.error(location_of(then, "conclude", display), "E003", "'conclude' maps names to values", rule=rule_id)
         else:
             for name, value in body.items():
-                if not isinstance(value, (bool, int, float, str)):
+                if not isinstance(value, (bool, int, float, str)) or (
+                        isinstance(value, (int, float)) and not isinstance(value, bool) and not ast.finite_number(value)):
                     sink.error(location_of(body, name, display), "E003",
-                               f"conclusion '{name}' must be a plain value (true/false, a number or a word)", rule=rule_id)
+                               f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
+                               rule=rule_id)
                 elif not re.match(r"^[a-z][a-z0-9_]*$", str(name)):
                     sink.error(body.key_locations[name], "E003", f"conclusion name '{name}' must be snake_case", rule=rule_id)
                 else:
@@ -291,7 +293,11 @@ def _read_recommend(then, display, sink, rule_id):
             sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a number or an expression",
                        rule=rule_id)
         elif isinstance(value, (int, float)):
-            out.append((key, value))
+            if ast.finite_number(value):
+                out.append((key, value))
+            else:  # YAML's .inf/.nan: no count and no JSON answer can hold it
+                sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a finite number",
+                           rule=rule_id)
         else:
             condition = parse_condition(body, key, display, sink, rule_id)
             if condition:

@@ -43,8 +43,9 @@ class Outcome:
 def load_scenarios(paths, ruleset=None) -> list[Scenario]:
     """Read scenario files (a YAML list of {name, facts, expect}); directories are searched for *.yaml.
 
-    With `ruleset`, rule ids, warning codes and heuristic ids are checked against it too (else
-    `run_all` checks them against the rule set it runs).
+    With `ruleset`, rule ids, warning codes and heuristic ids are checked against it too, so that a
+    bad file stops before anything runs; `run_all` checks each scenario against the rule set it runs
+    either way (callers such as `rules diff` load without one).
     """
     files = []
     for path in map(Path, paths):
@@ -69,12 +70,11 @@ SCENARIO_KEYS = ("name", "facts", "expect")
 STATUSES = ("final", "provisional")
 _CHOICES = {"kind": KINDS, "precision": PRECISIONS, "status": STATUSES}
 _LIST_KEYS = ("heuristics", "warnings", "rules", "not_rules", "not_warnings")
-_TEXT_KEYS = ("kind", "precision", "status")
+_TEXT_KEYS = tuple(_CHOICES)
 _COUNT_KEYS = ("nodes", "nodes_min", "nodes_max")
 
 
 def _scenario(item, container, index, filename) -> Scenario:
-    from .errors import did_you_mean
     where = location_of(container, index, filename)
     if not isinstance(item, dict) or not isinstance(item.get("facts"), dict):
         raise InputError("each scenario needs 'name', 'facts' and 'expect'", location=where)

@@ -1,7 +1,6 @@
 """Name and type checking of expressions, and folding parameters into constants."""
 from __future__ import annotations
 
-import math
 
 from . import expr as ast
 from .derive import BOOL, NUMBER, TEXT
@@ -149,12 +148,8 @@ def oversized_constant(node):
     stack = [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not isinstance(item.value, bool):
-            try:
-                if not math.isfinite(float(item.value)):
-                    return item
-            except OverflowError:
-                return item
+        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not ast.finite_number(item.value):
+            return item
         stack.extend(ast._children(item))
     return None
 

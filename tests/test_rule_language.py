@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -170,6 +169,14 @@ class TestDivisorsAndConstants:
         assert any(": E003: recommend.nodes" in d for d in check(_rule('"true"', then)))
 
 
+    @pytest.mark.parametrize("then", ["recommend: {kind: single-node, nodes: .inf}",
+                                      "recommend: {kind: single-node, nodes: .nan}",
+                                      "conclude: {my_flag: .inf}"])
+    def test_non_finite_literal_is_refused(self, check, then):
+        """A YAML .inf/.nan written as a literal (not an expression) once passed and broke every answer."""
+        assert any(": E003: " in d and "finite" in d for d in check(_rule('"true"', then)))
+
+
 class TestParsing:
     """Defects 6 and 13: malformed or hostile conditions are E101 at the column, never a traceback."""
 
@@ -182,7 +189,8 @@ class TestParsing:
         assert ast.parse(r"model == 'a\'b\\c\u0161 č'").right.value == "a'b\\cš č"
 
     @pytest.mark.parametrize("when", ['"' + "(" * 200 + "qps > 1" + ")" * 200 + '"', '"' + "not " * 300 + 'fits_fp8"',
-                                      '"qps > ' + " + ".join(["1"] * 300) + '"'])
+                                      '"qps > ' + " + ".join(["1"] * 300) + '"',
+                                      '"qps > ' + "max(" * 200 + "1" + ")" * 200 + '"'])
     def test_deep_nesting_is_e101_with_a_location(self, check, when):
         """Deep nesting is reported at file:line:col as E101 (was `<dir>: E003` from a RecursionError)."""
         _only(check(_rule(when)), "E101", "x.yaml:5:", "nests deeper")
