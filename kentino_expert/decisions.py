@@ -18,12 +18,12 @@ import uuid
 from pathlib import Path
 
 from . import fastjson
-from .errors import DecisionLogError, EngineError, KentinoError
-from .decision_meta import (MAX_SESSION_ID, MAX_TURN, check_meta, check_session_id, check_turn,  # noqa: F401
-                            normalise_time, utc_now)
+from .errors import DecisionLogError, EngineError, KentinoError, LogUnavailable
+from .decision_meta import check_meta, normalise_time, utc_now
 from .groupcommit import GroupCommit
 
 DEFAULT_PATH = "kentino-decisions.db"
+_COMMITTER_LOCK = threading.Lock()  # two first records at once must not make two group committers
 SOURCES = ("http", "mcp", "cli")
 COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
            "engine")
@@ -109,8 +109,11 @@ class DecisionLog:
 
     def _group_commit(self) -> GroupCommit:
         committer = getattr(self, "_committer", None)
-        if committer is None:  # created lazily: subclasses need not call a base __init__
-            committer = self._committer = GroupCommit(self._insert_many)
+        if committer is None:  # created lazily (subclasses need not call a base __init__), once
+            with _COMMITTER_LOCK:
+                committer = getattr(self, "_committer", None)
+                if committer is None:
+                    committer = self._committer = GroupCommit(self._insert_many)
         return committer
 
     def get(self, decision_id: str) -> dict | None:
@@ -208,7 +211,7 @@ class SqliteDecisionLog(DecisionLog):
 
     def _connection(self):
         if self._conn is None:
-            raise DecisionLogError(f"decision log {self.path} is closed")
+            raise LogUnavailable(f"decision log {self.path} is closed")
         return self._conn
 
     busy_seconds = 30.0  # how long a write waits for another process's write lock before it fails
@@ -248,6 +251,9 @@ class SqliteDecisionLog(DecisionLog):
             conn = self._connection()
             try:
                 self._begin_immediate(conn)
+            except sqlite3.Error as exc:  # locked past busy_seconds: no row of the batch could go in
+                raise LogUnavailable(f"decision log {self.path}: decision not recorded: {_reason(exc)}") from None
+            try:
                 conn.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                                  [[row[c] for c in COLUMNS] for row in rows])
                 conn.execute("COMMIT")
@@ -279,6 +285,8 @@ class SqliteDecisionLog(DecisionLog):
                     raise
                 raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
 
+
+# -- deciding and replaying --------------------------------------------------------------------
 
 def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None, turn=None) -> dict:
     """Recommend, rank the open questions, explain the kinds not chosen, record; return the response.

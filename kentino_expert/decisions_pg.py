@@ -5,7 +5,7 @@ import threading
 from urllib.parse import unquote
 
 from .decisions import _INDEXES, _PG_SCHEMA, COLUMNS, DecisionLog, _reason
-from .errors import DecisionLogError
+from .errors import DecisionLogError, LogUnavailable
 
 def _url_passwords(url: str) -> list[str]:
     """The passwords a postgresql:// URL carries, as written and percent-decoded (libpq decodes
@@ -70,12 +70,12 @@ class PostgresDecisionLog(DecisionLog):
 
     def _connection(self):
         if self._conn is None:
-            raise DecisionLogError(f"decision log {self._safe_url()} is closed")
+            raise LogUnavailable(f"decision log {self._safe_url()} is closed")
         if self._conn.closed or getattr(self._conn, "broken", False):  # the server restarted: reconnect once
             try:
                 self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             except self._psycopg.Error as exc:
-                raise self._error("cannot reconnect", exc) from None
+                raise LogUnavailable(self._error("cannot reconnect", exc).message) from None
         return self._conn
 
     def _insert_many(self, rows: list[dict]) -> None:
@@ -110,6 +110,3 @@ class PostgresDecisionLog(DecisionLog):
                 raise self._error("not reachable", exc) from None
         if row and row[0] == "on":
             raise DecisionLogError(f"decision log {self._safe_url()}: the database is read-only")
-
-
-# -- deciding and replaying --------------------------------------------------------------------

@@ -84,3 +84,8 @@ class EngineError(KentinoError):
 
 class DecisionLogError(KentinoError):
     """The decision log cannot be opened or written."""
+
+
+class LogUnavailable(DecisionLogError):
+    """The log takes no row at all just now (closed, locked past the wait, unreachable): a group
+    commit fails the whole batch with it instead of retrying each row into the same wait."""

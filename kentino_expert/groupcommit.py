@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from .errors import DecisionLogError
+from .errors import DecisionLogError, LogUnavailable
 
 
 class _Slot:
@@ -30,7 +30,7 @@ class GroupCommit:
         self._ready = threading.Condition()
         self._queue: list[_Slot] = []
         self._writing = False
-        self.batches = 0  # transactions committed or tried (the benchmark reports rows per batch)
+        self.batches = 0  # transactions committed or tried (rows / batches: how well commits group)
         self.rows = 0
 
     def commit(self, row) -> None:
@@ -64,8 +64,9 @@ class GroupCommit:
         try:
             self._write_batch([slot.row for slot in batch])
         except Exception as exc:  # any error: the driver raises OverflowError etc. for a value it cannot bind
-            if len(batch) == 1:
-                batch[0].error = _as_log_error(exc)
+            if len(batch) == 1 or isinstance(exc, LogUnavailable):  # no row on its own would fare better
+                for slot in batch:
+                    slot.error = _as_log_error(exc)
                 return
         else:
             for slot in batch:

@@ -45,10 +45,8 @@ def _message(exc: KentinoError) -> str:
 
 def _recommend(expert, decision_log, facts, session_id, turn, tool_error) -> dict:
     """decide() with every failure a tool error: the client gets a message, never a traceback."""
-    from .decision_meta import check_meta
     from .decisions import decide
-    try:
-        session_id, turn = check_meta(session_id, turn)  # the rules of POST /v1/recommend
+    try:  # decide() checks session_id and turn by the rules of POST /v1/recommend
         return decide(expert, decision_log, facts, "mcp", session_id=session_id, turn=turn)
     except KentinoError as exc:
         raise tool_error(_message(exc)) from None

@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import fastjson
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from .service_io import (MAX_BODY, BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for,  # noqa: F401
-                         input_error_message, parse_body, read_limited, request_schema, split_meta, tool_definition)
+from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for, input_error_message,
+                         parse_body, read_limited, request_schema, split_meta, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
 

@@ -135,9 +135,9 @@ def tool_definition(ruleset, knowledge=None) -> dict:
     return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
 
 
-def request_schema(ruleset=None, knowledge=None) -> dict:
+def request_schema(ruleset, knowledge=None) -> dict:
     """The body of POST /v1/recommend: the facts schema plus the conversation keys."""
-    schema = inline_refs(facts_schema_for(ruleset, knowledge) if ruleset is not None else _bare_facts_schema())
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
     schema.pop("$schema", None)
     schema["properties"]["session_id"] = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200},
                                                     {"type": "integer"}, {"type": "null"}],
@@ -146,11 +146,6 @@ def request_schema(ruleset=None, knowledge=None) -> dict:
                                               {"type": "null"}],
                                     "description": "Turn of the conversation (stripped before validation; null: none)."}
     return schema
-
-
-def _bare_facts_schema() -> dict:
-    from .facts import Workload
-    return Workload.model_json_schema()
 
 
 class HeadAsGet:

@@ -130,3 +130,20 @@ def test_sqlite_bad_row_among_concurrent_rows_fails_alone(tmp_path):
     assert all(results[i] == ("ok", None) for i in range(16) if i != 5)
     assert len(log.list(limit=100)) == 15 and log.writable()
     log.close()
+
+
+def test_an_unavailable_log_fails_the_batch_without_retrying_each_row():
+    """A log locked past its wait (or closed, or unreachable) fails the whole batch once: retrying each
+    row alone would make every caller wait the timeout again, once per row."""
+    from kentino_expert.errors import LogUnavailable
+    calls = []
+
+    def write(rows):
+        calls.append(len(rows))
+        time.sleep(0.02)
+        raise LogUnavailable("decision log x: database is locked")
+
+    group = GroupCommit(write)
+    results = _run_concurrently(8, lambda i: group.commit(i))
+    assert all(r[0] == "error" and "database is locked" in r[1] for r in results), results
+    assert len(calls) == group.batches and sum(calls) == 8  # one write per batch, none per row
