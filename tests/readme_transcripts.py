@@ -1,6 +1,7 @@
 """Reading the README's shell transcripts and replaying them in one bash session, as a person would type them."""
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import re
@@ -50,9 +51,14 @@ class Command:
     expected: str
 
 
+@functools.lru_cache(maxsize=1)
+def _readme_text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
 def section(heading: str) -> tuple[str, int]:
     """The text of one `## ` section of the README and the line it starts on."""
-    text = README.read_text(encoding="utf-8")
+    text = _readme_text()
     start = text.index(f"\n{heading}\n") + 1
     end = text.find("\n## ", start + len(heading))
     return text[start:end if end != -1 else len(text)], text.count("\n", 0, start) + 1
