@@ -21,7 +21,10 @@ def _expert(rules, knowledge):
 
 def _read_input(path: str) -> tuple[str, str]:
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        try:
+            return sys.stdin.buffer.read().decode("utf-8"), "<stdin>"
+        except UnicodeDecodeError as exc:
+            raise UserError(f"<stdin>: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read(), path
@@ -175,11 +178,12 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
     from .scenarios import load_scenarios
     new_dir = Path(rules_dir) if rules_dir else bundled("rules")
     try:
-        base_dir = checkout_rules(base, new_dir)
         workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
+        with checkout_rules(base, new_dir) as base_dir:  # the base rules are read into memory here
+            old_expert = _expert(base_dir, knowledge_dir)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
-    old_expert, new_expert = _expert(base_dir, knowledge_dir), _expert(new_dir, knowledge_dir)
+    new_expert = _expert(new_dir, knowledge_dir)
     changes = diff(old_expert, new_expert, workloads, _progress(len(workloads) >= 1000 and fmt == "text"))
     if fmt == "json":
         click.echo(json.dumps({"total": len(workloads), "changed": [c.as_dict() for c in changes],

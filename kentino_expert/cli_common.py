@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from .errors import printable
+
 
 class UserError(click.ClickException):
     """A user mistake: printed as one line on stderr, exit 2, nothing on stdout."""
@@ -10,7 +12,10 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        click.echo(f"error: {self.format_message()}", err=True)
+        # library errors are printable already; text built here (paths, OS messages) is made so too.
+        # A rule set's diagnostics are one per line, so each line is escaped on its own.
+        lines = self.format_message().split("\n")
+        click.echo("error: " + "\n".join(printable(line) for line in lines), err=True)
 
 
 rules_option = click.option("--rules", "rules_dir", type=click.Path(), default=None,

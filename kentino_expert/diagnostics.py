@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import Location
+from .errors import Location, printable
 
 
 @dataclass(frozen=True)
@@ -18,12 +18,13 @@ class Diagnostic:
     suggestion: str | None = None
 
     def __str__(self) -> str:
+        """One printable line, whatever text of the rule file the message quotes."""
         text = f"{self.location}: {self.code}: {self.message}"
         if self.suggestion:
             text += f" (did you mean '{self.suggestion}'?)"
         if self.rule:
             text += f" [{self.rule}]"
-        return text
+        return printable(text)
 
     def as_dict(self) -> dict:
         return {"file": self.location.file, "line": self.location.line, "column": self.location.column,

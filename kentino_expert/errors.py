@@ -5,6 +5,24 @@ import difflib
 from dataclasses import dataclass
 
 
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text) -> str:
+    """`text` with every character Python does not call printable (controls such as ESC and BEL,
+    line and paragraph separators, bidi overrides, lone surrogates) written as an escape, so that
+    text from the input cannot colour a terminal or forge a second line of output."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _NAMED_ESCAPES.get(c) or _escape(c) for c in text)
+
+
+def _escape(character: str) -> str:
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def did_you_mean(name: str, candidates) -> str | None:
     """The closest known name to a misspelt one, or None when nothing is close."""
     matches = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1, cutoff=0.6)
@@ -21,20 +39,28 @@ class Location:
 
     def __str__(self) -> str:
         if self.line:
-            return f"{self.file}:{self.line}:{self.column}"
-        return self.file
+            return f"{printable(self.file)}:{self.line}:{self.column}"
+        return printable(self.file)
 
 
 class KentinoError(Exception):
-    """Root of every error Kentino Expert raises on purpose."""
+    """Root of every error Kentino Expert raises on purpose.
+
+    Its text is printable and one line (see `printable`) however hostile the input it quotes:
+    the CLI, the HTTP service and MCP all show `message` as it is.
+    """
 
     def __init__(self, message: str, *, location: Location | None = None,
                  name: str | None = None, suggestion: str | None = None):
-        self.message = message
+        self.message = self._printable_message(message)
         self.location = location
-        self.name = name
-        self.suggestion = suggestion
+        self.name = None if name is None else printable(name)
+        self.suggestion = None if suggestion is None else printable(suggestion)
         super().__init__(self.render())
+
+    @staticmethod
+    def _printable_message(message: str) -> str:
+        return printable(message)
 
     def render(self) -> str:
         text = self.message
@@ -47,7 +73,7 @@ class InputError(KentinoError):
     """Workload facts that cannot be read or do not validate."""
 
     def __init__(self, message: str, *, field: str | None = None, **kwargs):
-        self.field = field
+        self.field = None if field is None else printable(field)  # an unknown key is the input's own text
         super().__init__(message, **kwargs)
 
     def render(self) -> str:
@@ -73,6 +99,10 @@ class RuleFileError(KentinoError):
             "\n".join(str(d) for d in self.diagnostics) or "invalid rule set",
             location=first.location if first else None,
         )
+
+    @staticmethod
+    def _printable_message(message: str) -> str:  # one diagnostic per line, each made printable
+        return "\n".join(printable(line) for line in message.split("\n"))
 
     def render(self) -> str:
         return self.message
