@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from .errors import InputError, Location
+from .errors import InputError, Location, printable
 from .yamlsrc import YamlSourceError, load_yaml
 
 Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
@@ -20,31 +21,48 @@ PRECISIONS: tuple[str, ...] = Precision.__args__  # the one list of weight preci
 INFERENCE_TASKS = ("inference", "batch-inference")
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbgtKMBGT]?)\s*$")
+MAX_TOKEN_TEXT = 40  # '15T' needs 3 characters; the cap comes before any pattern sees the text
+# ASCII only ([0-9] and ' ', never \d or \s, which take '٣' and '\x1f') and unambiguous: each
+# run of spaces is followed by something no space can be, so matching is linear, not quadratic.
+_COUNT = re.compile(r" *([0-9]+(?:\.[0-9]+)?)(?: *([kmbgtKMBGT]))? *")
 MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
+_COUNT_HINT = "a token count such as 300B or 15T"
 
 
 def parse_token_count(value):
     """'15T' -> 1.5e13, '300B' -> 3e11, 5e9 -> 5e9; anything else is a ValueError."""
     if isinstance(value, bool):
-        raise ValueError("expected a token count such as 300B or 15T")
+        raise ValueError(f"expected {_COUNT_HINT}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        number = _finite(value)
     elif isinstance(value, str):
-        match = _COUNT.match(value)
-        if not match:
-            raise ValueError(f"'{value[:40]}' is not a token count such as 300B or 15T")
-        number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+        number = _count_from_text(value)
     else:
-        raise ValueError("expected a token count such as 300B or 15T")
+        raise ValueError(f"expected {_COUNT_HINT}")
     if not math.isfinite(number) or number <= 0 or number > MAX_TOKENS:
         raise ValueError(f"must be a positive token count up to {MAX_TOKENS:.0e}")
     return number
 
 
+def _finite(value) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float: inf, refused by the bound like 1e400
+        return math.inf
+
+
+def _count_from_text(text: str) -> float:
+    if len(text) > MAX_TOKEN_TEXT:
+        raise ValueError(f"longer than {MAX_TOKEN_TEXT} characters: expected {_COUNT_HINT}")
+    match = _COUNT.fullmatch(text)
+    if not match:
+        raise ValueError(f"'{text}' is not {_COUNT_HINT} (ASCII digits, an optional k/M/B/T)")
+    return float(match.group(1)) * _SUFFIX[(match.group(2) or "").lower()]
+
+
 TOKEN_COUNT_SCHEMA = {
     "anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TOKENS},
-              {"type": "string", "pattern": _COUNT.pattern, "maxLength": 200}],
+              {"type": "string", "pattern": f"^{_COUNT.pattern}$", "maxLength": MAX_TOKEN_TEXT}],
     "description": "A token count: a number, or a string with a k/M/B/T suffix such as 300B or 15T.",
 }
 TokenCount = Annotated[float, BeforeValidator(parse_token_count), WithJsonSchema(TOKEN_COUNT_SCHEMA)]
@@ -139,6 +157,9 @@ def _yaml_facts(text: str, source: str):
         raise InputError(exc.message, location=exc.location) from None
 
 
+MAX_KEY_ECHO = 40  # of a duplicate key, this much is quoted in the error
+
+
 def _reject_constant(token: str):
     raise ValueError(f"{token} is not a number")
 
@@ -146,8 +167,8 @@ def _reject_constant(token: str):
 def _no_duplicate_keys(pairs):
     out = {}
     for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key '{key}'")
+        if key in out:  # the message reaches HTTP clients as it is: no raw control characters
+            raise ValueError(f"duplicate key '{printable(key[:MAX_KEY_ECHO])}'")
         out[key] = value
     return out
 
@@ -164,12 +185,14 @@ def _json_facts(text: str, source: str):
         raise InputError(f"{source}: JSON nests too deeply", field="facts") from None
     except json.JSONDecodeError as exc:
         syntax = exc  # not JSON at all: it may be a YAML flow mapping such as {task: lora}
-    except ValueError as exc:  # JSON, but a duplicate key or NaN/Infinity
+    except ValueError as exc:  # JSON, but a duplicate key, NaN/Infinity or an integer too long for Python
+        if "integer string conversion" in str(exc):
+            exc = f"a number has more than {sys.get_int_max_str_digits()} digits"
         raise InputError(f"{source}: invalid JSON: {exc}", field="facts") from None
     try:
         return load_yaml(text, source)
     except YamlSourceError as exc:
         yaml_problem = exc.message.removeprefix("YAML syntax error: ")
-        where = f" at {exc.location.line}:{exc.location.column}" if exc.location.line else ""
-        raise InputError(f"neither valid JSON ({syntax.msg}) nor valid YAML ({yaml_problem}{where})",
+        where = f"at {exc.location.line}:{exc.location.column}: " if exc.location.line else ""
+        raise InputError(f"neither valid JSON ({syntax.msg}) nor valid YAML ({where}{yaml_problem})",
                          field="facts", location=Location(source, syntax.lineno, syntax.colno)) from None
