@@ -322,6 +322,8 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     """Load and check a rule directory; raise RuleFileError listing every error found."""
     sink = sink or DiagnosticSink()
     files, rules, parameters, policies = read_directory(directory, sink)
+    if any(d.code == "E001" for d in sink.errors):  # the checks across files would blame the others
+        raise RuleFileError(sorted(sink.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
     _check_sizing_parameters(files, parameters, sink)
     _check_identity(rules, knowledge, sink)
     _check_conclusion_names(rules, parameters, sink)

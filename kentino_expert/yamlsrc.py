@@ -1,12 +1,22 @@
 """YAML loading that keeps line:column of every key and value, refuses duplicate keys and bombs."""
 from __future__ import annotations
 
+import sys
+
 import yaml
 
 from .errors import Location
 
-MAX_NODES = 200_000
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same nodes and marks  # a document that expands past this many nodes is an alias bomb
+# Limits on one YAML document, each named in the error that reports it. A rule set or a facts file
+# holds a few thousand values; these are far above any real file and far below harm.
+MAX_CHARACTERS = 10_000_000
+MAX_NODES = 200_000  # values, lists and mappings as written
+MAX_EXPANDED = 200_000  # ... and once aliases are expanded (an alias bomb is small as written)
+MAX_DEPTH = 100  # lists and mappings inside one another
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same nodes and marks
+_INT_TAG = "tag:yaml.org,2002:int"
+_INT_DIGITS = sys.get_int_max_str_digits() or 4300  # Python refuses to turn longer integers into text
+_INT_BOUND = 10 ** _INT_DIGITS
 
 
 class LocatedDict(dict):
@@ -42,9 +52,9 @@ class _Builder:
 
     def build(self, node):
         self.count += 1
-        if self.count > MAX_NODES:
-            raise YamlSourceError(
-                f"document expands past {MAX_NODES} nodes (alias bomb?)", _loc(self.filename, node.start_mark))
+        if self.count > MAX_EXPANDED:  # only aliases get here: _check_shape capped the nodes as written
+            raise YamlSourceError(f"aliases expand the document past {MAX_EXPANDED:,} values "
+                                  f"(an alias bomb?)", _loc(self.filename, node.start_mark))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node)
         if isinstance(node, yaml.SequenceNode):
@@ -52,7 +62,23 @@ class _Builder:
             out.item_locations = [_loc(self.filename, item.start_mark) for item in node.value]
             out.location = _loc(self.filename, node.start_mark)
             return out
-        return self._scalar.construct_object(node, deep=True)
+        return self._scalar_value(node)
+
+    def _scalar_value(self, node):
+        """The scalar's Python value; a value its tag cannot take is a located error, not a traceback."""
+        where = _loc(self.filename, node.start_mark)
+        too_long = f"an integer with more than {_INT_DIGITS} digits"
+        # checked before conversion: sexagesimal integers (1:59:59...) take quadratic time to build
+        if node.tag == _INT_TAG and len(node.value.lstrip("+-").replace("_", "")) > _INT_DIGITS:
+            raise YamlSourceError(too_long, where)
+        try:
+            value = self._scalar.construct_object(node, deep=True)
+        except (ValueError, ArithmeticError) as exc:
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise YamlSourceError(f"not a valid {kind}: {exc}", where) from None
+        if isinstance(value, int) and abs(value) >= _INT_BOUND:  # 0x.../0o... reach it with fewer digits
+            raise YamlSourceError(too_long, where)
+        return value
 
     def _mapping(self, node):
         out = LocatedDict()
@@ -72,24 +98,79 @@ class _Builder:
         return out
 
 
+def _check_shape(text: str, filename: str) -> None:
+    """Size and nesting as written, from the event stream: refused before any node is built."""
+    nodes = depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise YamlSourceError(f"document too large: more than {MAX_NODES:,} values",
+                                      _loc(filename, event.start_mark))
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlSourceError(f"document nests deeper than {MAX_DEPTH} levels",
+                                      _loc(filename, event.start_mark))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError) -> str:
+    """PyYAML's problem and context on one line: 'did not find expected key (while parsing a block
+    mapping at 1:1)'; the problem's own place is the error's location."""
+    problem, context = exc.problem, exc.context
+    if not (problem and context):
+        return problem or context or "invalid YAML"
+    here, there = exc.problem_mark, exc.context_mark
+    if there and not (here and (here.line, here.column) == (there.line, there.column)):
+        context += f" at {there.line + 1}:{there.column + 1}"
+    return f"{problem} ({context})"
+
+
+def _located(exc: yaml.MarkedYAMLError, what: str, filename: str) -> YamlSourceError:
+    mark = exc.problem_mark or exc.context_mark
+    return YamlSourceError(f"{what}: {_syntax_message(exc)}", _loc(filename, mark) if mark else Location(filename))
+
+
+def _reader_location(exc: yaml.reader.ReaderError, text: str, filename: str) -> Location:
+    """libyaml counts UTF-8 bytes, the pure-Python reader characters."""
+    before = text[:exc.position] if exc.encoding == "unicode" else \
+        text.encode("utf-8", "surrogatepass")[:exc.position].decode("utf-8", "ignore")
+    line = before.count("\n") + 1
+    return Location(filename, line, len(before) - (before.rfind("\n") + 1) + 1)
+
+
+def _compose(text: str, filename: str):
+    """The node graph, or YamlSourceError with the place and one line of text."""
+    if len(text) > MAX_CHARACTERS:
+        raise YamlSourceError(f"document too large: more than {MAX_CHARACTERS:,} characters", Location(filename))
+    try:
+        _check_shape(text, filename)
+        return yaml.compose(text, Loader=_LOADER)
+    except yaml.MarkedYAMLError as exc:
+        raise _located(exc, "YAML syntax error", filename) from None
+    except yaml.reader.ReaderError as exc:
+        character = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        raise YamlSourceError(f"YAML error: unacceptable character {character}: {exc.reason}",
+                              _reader_location(exc, text, filename)) from None
+    except UnicodeEncodeError as exc:  # a lone surrogate (e.g. undecodable bytes read as surrogateescape)
+        before = text[:exc.start]
+        where = Location(filename, before.count("\n") + 1, exc.start - (before.rfind("\n") + 1) + 1)
+        raise YamlSourceError("not UTF-8 text: a lone surrogate character", where) from None
+    except yaml.YAMLError as exc:
+        raise YamlSourceError(f"YAML error: {' '.join(str(exc).split())}", Location(filename)) from None
+
+
 def load_yaml(text: str, filename: str = "<input>"):
     """Parse one YAML document into located dicts/lists; raise YamlSourceError with line:col."""
-    try:
-        node = yaml.compose(text, Loader=_LOADER)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = _loc(filename, mark) if mark else Location(filename)
-        raise YamlSourceError(f"YAML syntax error: {exc.problem or exc.context}", where) from None
-    except yaml.YAMLError as exc:
-        raise YamlSourceError(f"YAML error: {exc}", Location(filename)) from None
+    node = _compose(text, filename)
     if node is None:
         return None
     try:
         return _Builder(filename).build(node)
     except yaml.constructor.ConstructorError as exc:
-        raise YamlSourceError(f"YAML error: {exc.problem}", _loc(filename, exc.problem_mark)) from None
-    except RecursionError:
-        raise YamlSourceError("document nests too deeply", Location(filename)) from None
+        raise _located(exc, "YAML error", filename) from None
 
 
 def to_plain(value):
