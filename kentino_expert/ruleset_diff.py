@@ -5,6 +5,7 @@ import io
 import subprocess
 import tarfile
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,16 +61,33 @@ def grid_scenarios() -> list[Scenario]:
     return out
 
 
-def checkout_rules(base: str, rules_dir: Path) -> Path:
-    """A directory holding the base rules: `base` itself, or rules/ at a git revision."""
+@contextmanager
+def checkout_rules(base: str, rules_dir: Path):
+    """A directory holding the base rules: `base` itself, or rules/ at a git revision extracted into
+    a temporary directory that is removed when the block ends, however it ends."""
     if Path(base).is_dir():
-        return Path(base)
+        yield Path(base)
+        return
     repo, relative = _repository_of(rules_dir)
-    archive = _git_bytes(["archive", "--format=tar", base, str(relative)], Path(repo))
-    target = Path(tempfile.mkdtemp(prefix="kentino-base-"))
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target / relative
+    commit = _commit_of(base, Path(repo))
+    # --end-of-options: neither the commit nor the path can be read as an option (--output=...)
+    archive = _git_bytes(["--literal-pathspecs", "archive", "--format=tar", "--end-of-options",
+                          commit, str(relative)], Path(repo))
+    with tempfile.TemporaryDirectory(prefix="kentino-base-") as target:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+        yield Path(target) / relative
+
+
+def _commit_of(base: str, repo: Path) -> str:
+    """The commit `base` names in `repo`; a value that looks like an option never reaches git."""
+    if base.startswith("-"):
+        raise InputError(f"--base '{base}' is neither a directory nor a git revision (a revision cannot start "
+                         "with '-')", field="base")
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"], repo).strip()
+    except InputError:
+        raise InputError(f"--base '{base}' is neither a directory nor a git revision in {repo}", field="base") from None
 
 
 def _repository_of(rules_dir: Path) -> tuple[str, Path]:
@@ -89,9 +107,9 @@ def _git_bytes(args, cwd: Path) -> bytes:
     try:
         result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        raise InputError(f"--base is neither a directory nor a git revision here: "
-                         f"{detail.decode(errors='replace').strip() or exc}", field="base") from None
+        detail = (getattr(exc, "stderr", b"") or b"").decode(errors="replace")
+        detail = "; ".join(line.strip() for line in detail.splitlines() if line.strip()) or str(exc)
+        raise InputError(f"--base is neither a directory nor a git revision here: {detail}", field="base") from None
     return result.stdout
 
 
