@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from .decision_meta import MAX_TURN, check_meta
 from .errors import KentinoError
@@ -82,11 +82,14 @@ async def read_limited(request: Request) -> bytes:
     if length and length.isdigit() and int(length) > MAX_BODY:
         raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or closed by the body-read timeout: no one reads the answer
+        raise BadRequest("facts", "the client went away before the body was read", 400) from None
     return b"".join(chunks)
 
 
