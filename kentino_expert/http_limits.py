@@ -48,7 +48,7 @@ class Refusal(Exception):
 
 def refusal_bytes(status: int, field: str | None, message: str) -> bytes:
     """A whole `Connection: close` response with the API's {detail: [{field, message}]} body."""
-    body = json.dumps({"detail": [{"field": field, "message": message}]}).encode()
+    body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
     return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n",
                      b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body])
 

@@ -36,10 +36,10 @@ class Access:
     read_token: str | None = None
     admin_token: str | None = None
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
-    log_readers: int = 4
+    log_readers: int = 2
 
     @classmethod
-    def resolve(cls, read_token=None, admin_token=None, allowed_hosts=None, log_readers: int = 4) -> "Access":
+    def resolve(cls, read_token=None, admin_token=None, allowed_hosts=None, log_readers: int = 2) -> "Access":
         """Given values first, else KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN, KENTINO_ALLOWED_HOSTS (comma-separated)."""
         read = read_token if read_token is not None else os.environ.get("KENTINO_READ_TOKEN")
         admin = admin_token if admin_token is not None else os.environ.get("KENTINO_ADMIN_TOKEN")
@@ -170,7 +170,7 @@ def has_body(headers: dict) -> bool:
 # -- the middleware ---------------------------------------------------------------------------------
 
 def refusal(send, status: int, field: str | None, message: str, extra_headers=()):
-    body = json.dumps({"detail": [{"field": field, "message": message}]}).encode()
+    body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                *extra_headers]
 
