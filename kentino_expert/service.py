@@ -20,26 +20,22 @@ import os
 import signal
 import threading
 import time
-import weakref
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import fastjson
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
 from .service_guard import Access, Guard, document_access
-from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for, input_error_message,
-                         parse_body, read_limited, request_schema, split_meta, tool_definition)
+from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, facts_schema_for,
+                         input_error_message, read_limited, request_schema, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
-DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -272,8 +268,7 @@ def _add_answer_routes(app, holder, decision_log) -> None:
         raw = await read_limited(request)
         # all the CPU work and the commit in one worker thread: the event loop stays free for other
         # requests however long a decision takes (concurrent commits still group)
-        body = await anyio.to_thread.run_sync(decide_and_record, holder, decision_log, raw, request.query_params,
-                                              limiter=_per_loop_limiter(deciders, DECIDERS))
+        body = await decide_off_loop(holder, decision_log, raw, request.query_params)
         return Response(body, media_type="application/json")
 
     @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
@@ -364,34 +359,6 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                                  "serving_digest": holder.expert.ruleset.digest}, status_code=409)
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s", result["digest"][:16])
         return result
-
-
-deciders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _per_loop_limiter(limiters: weakref.WeakKeyDictionary, tokens: int) -> anyio.CapacityLimiter:
-    """One limiter per event loop (a TestClient runs each client on a loop of its own)."""
-    loop = asyncio.get_running_loop()
-    limiter = limiters.get(loop)
-    if limiter is None:
-        limiter = limiters[loop] = anyio.CapacityLimiter(tokens)
-    return limiter
-
-
-def decide_and_record(holder, decision_log, raw: bytes, query) -> bytes:
-    """Parse, decide (or take the cached decision), commit, render: one request's work, off the event loop."""
-    from .decisions import respond
-    facts, session_id, turn = split_meta(parse_body(raw), query)
-    expert = holder.current()  # one snapshot for the whole decision
-    raw_facts, logged, body = expert.answer_cache.get(facts, lambda given: _evaluate_checked(expert, given))
-    decision_id = decision_log.record(raw_facts, logged, "http", session_id, turn)
-    return fastjson.dumps_bytes(respond(decision_id, body))
-
-
-def _evaluate_checked(expert, facts):
-    """evaluate_decision(), with failures of the arithmetic on extreme (but valid) facts reported as the client's 422."""
-    from .decisions import evaluate_checked
-    return evaluate_checked(expert, facts, logging.getLogger("uvicorn.error"))
 
 
 def _summary(row: dict) -> dict:
