@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import click
@@ -79,17 +78,16 @@ def _announcing_server_class():
     return AnnouncingServer
 
 
-def _serve_one(sock, host: str, port: int, rules_dir, knowledge_dir, log, log_level: str) -> None:
+def _serve_one(sock, host: str, port: int, options: dict, log, log_level: str, limits) -> None:
     """One uvicorn server on `sock`, bound before the app is built so that a port in use fails fast."""
-    import uvicorn
-
+    from .http_limits import server_config
     from .service import create_app, tune_gc_for_serving
     try:
-        app = create_app(log=log, rules_dir=rules_dir, knowledge_dir=knowledge_dir)
+        app = create_app(log=log, **options)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
     tune_gc_for_serving()
-    server = _announcing_server_class()(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    server = _announcing_server_class()(server_config(app, limits, host=host, port=port, log_level=log_level))
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it handled; uvicorn.run swallows it too
@@ -108,6 +106,30 @@ def _expert(rules_dir, knowledge_dir):
     return expert
 
 
+def _allowed_hosts(host: str, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The --allowed-host values, checked; the loopback names by default on a loopback bind; else UserError."""
+    from .service_guard import check_host_entry, default_allowed_hosts
+    if not given:
+        default = default_allowed_hosts(host)
+        if default is None:
+            raise UserError(f"--host {host} is not a loopback address: name the Host each client uses with "
+                            "--allowed-host (repeatable; '*' accepts any, see docs/threat-model.md)")
+        return default
+    try:
+        return tuple(check_host_entry(entry) for entry in given)
+    except ValueError as exc:
+        raise UserError(f"--allowed-host {exc}") from None
+
+
+def _limits(max_header_bytes, max_headers, header_timeout, body_timeout):
+    from .http_limits import HttpLimits
+    return HttpLimits(max_head_bytes=max_header_bytes, max_header_fields=max_headers, header_timeout=header_timeout,
+                      body_timeout=body_timeout)
+
+
+TOKEN_NOTE = "Prefer the environment variable: a command line is visible to other users in `ps`."
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
@@ -117,42 +139,73 @@ def _expert(rules_dir, knowledge_dir):
 @db_option
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
+              help="A Host header to answer (repeatable; '*' any). Default on a loopback --host: localhost, "
+                   "127.0.0.1 and [::1]; required on any other.")
+@click.option("--read-token", envvar="KENTINO_READ_TOKEN", default=None, metavar="TOKEN",
+              help=f"Bearer token that reads the decision log [env KENTINO_READ_TOKEN]. {TOKEN_NOTE}")
+@click.option("--admin-token", envvar="KENTINO_ADMIN_TOKEN", default=None, metavar="TOKEN",
+              help="Bearer token that reloads the rules and reads the log; without it HTTP reload is off "
+                   f"[env KENTINO_ADMIN_TOKEN]. {TOKEN_NOTE}")
+@click.option("--max-header-bytes", default=16384, show_default=True, type=click.IntRange(1024, 1 << 20),
+              help="Request line and header fields, in bytes (431 above).")
+@click.option("--max-headers", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="Header fields per request (431 above).")
+@click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Seconds to receive a request's line and headers (408 after).")
+@click.option("--body-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Seconds to receive a request's body once its headers are in (408 after).")
+def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_hosts, read_token, admin_token,
+          max_header_bytes, max_headers, header_timeout, body_timeout):
     """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
-    import uvicorn
-
+    from .service_guard import is_loopback
+    hosts = _allowed_hosts(host, allowed_hosts)
+    limits = _limits(max_header_bytes, max_headers, header_timeout, body_timeout)
+    if not is_loopback(host) and not (read_token or admin_token):
+        click.echo(f"warning: on {host} the decision log is readable by anyone who reaches the port: set "
+                   "KENTINO_READ_TOKEN (see docs/threat-model.md)", err=True)
     _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
         sock = _bound_socket(host, port)
+        options = {"rules_dir": rules_dir, "knowledge_dir": knowledge_dir, "read_token": read_token or "",
+                   "admin_token": admin_token or "", "allowed_hosts": hosts}
         try:
-            _serve_one(sock, host, port, rules_dir, knowledge_dir, log, log_level)
+            _serve_one(sock, host, port, options, log, log_level, limits)
         finally:
             sock.close()
         return
     log.close()
-    mark = tempfile.NamedTemporaryFile(prefix="kentino-reload-", delete=False)
-    mark.close()
     target = db or os.environ.get("KENTINO_DB") or "kentino-decisions.db"
     os.environ.update({
         "KENTINO_RULES": str(Path(rules_dir).resolve()) if rules_dir else "",
         "KENTINO_KNOWLEDGE": str(Path(knowledge_dir).resolve()) if knowledge_dir else "",
         "KENTINO_DB": target if _is_url(target) else str(Path(target).resolve()),
-        "KENTINO_RELOAD_FILE": mark.name,
+        "KENTINO_READ_TOKEN": read_token or "", "KENTINO_ADMIN_TOKEN": admin_token or "",
+        "KENTINO_ALLOWED_HOSTS": ",".join(hosts),
     })
-    try:
-        from .workers import Supervisor, reuse_port_available
+    _serve_workers(host, port, workers, log_level, limits)
+
+
+def _serve_workers(host: str, port: int, workers: int, log_level: str, limits) -> None:
+    """`workers` processes on (host, port), each app built by service.app_from_env from the environment."""
+    from .workers import APP, Supervisor, reload_marker, reuse_port_available
+    with reload_marker() as marker:
+        os.environ["KENTINO_RELOAD_FILE"] = marker
         if reuse_port_available():  # a socket per worker: the kernel balances kept-alive connections
             try:
-                supervisor = Supervisor(host, port, workers, log_level)
+                supervisor = Supervisor(host, port, workers, log_level, limits)
             except OSError as exc:
                 raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
             supervisor.run()
-        else:
-            uvicorn.run("kentino_expert.service:app_from_env", factory=True, host=host, port=port, workers=workers,
-                        log_level=log_level)
-    finally:
-        Path(mark.name).unlink(missing_ok=True)
+        else:  # what uvicorn.run does for workers, with the limited protocol (its limits travel in the config)
+            from uvicorn.supervisors import Multiprocess
+
+            from .http_limits import server_config
+            import uvicorn
+            config = server_config(APP, limits, factory=True, host=host, port=port, workers=workers,
+                                   log_level=log_level)
+            Multiprocess(config, target=uvicorn.Server(config).run, sockets=[config.bind_socket()]).run()
 
 
 @click.command("mcp")

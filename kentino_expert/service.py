@@ -6,12 +6,15 @@ atomically only if it loads; a broken rule directory is refused with its diagnos
 old rules keep answering. Each request takes one snapshot of the expert, so a decision never mixes
 rule-set versions, and it records the digest it actually used. Nothing a client sends produces a 500:
 bad input is a 422 whose detail names the field.
+
+No request holds the event loop: a decision (parsing, deciding, committing, rendering) runs in a
+worker thread under its own limiter, and decision-log reads are bounded apart from it (see
+service_guard, which also checks the Host, the bearer tokens and the JSON content type).
 """
 from __future__ import annotations
 
 import asyncio
 import gc
-import hmac
 import logging
 import os
 import signal
@@ -23,22 +26,16 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import fastjson
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for, input_error_message,
-                         parse_body, read_limited, request_schema, split_meta, tool_definition)
+from .service_guard import Access, Guard, document_access
+from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, facts_schema_for,
+                         input_error_message, read_limited, request_schema, tool_definition)
 
 log = logging.getLogger("kentino_expert.service")
-
-class FastJSONResponse(JSONResponse):
-    """A JSONResponse written by orjson when it is installed (the answers are ~12 KB each)."""
-
-    def render(self, content) -> bytes:
-        return fastjson.dumps_bytes(content)
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -130,6 +127,9 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
 
 ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
 ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
+READY_SCHEMA = {"type": "object", "required": ["ready", "rules_loaded", "log_writable"],
+                "properties": {"ready": {"type": "boolean"}, "rules_loaded": {"type": "boolean"},
+                               "log_writable": {"type": "boolean"}}}
 ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
 
 
@@ -144,26 +144,45 @@ def _default_factory(rules_dir=None, knowledge_dir=None):
 
 
 def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=None, db=None,
-               reload_file: str | None = None, admin_token: str | None = None) -> FastAPI:
+               reload_file: str | None = None, admin_token: str | None = None, read_token: str | None = None,
+               allowed_hosts=None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
-    DecisionLog (default: DecisionLog.open(db), i.e. KENTINO_DB or ./kentino-decisions.db)."""
+    DecisionLog (default: DecisionLog.open(db), i.e. KENTINO_DB or ./kentino-decisions.db).
+
+    Tokens and allowed Host names not given come from KENTINO_ADMIN_TOKEN, KENTINO_READ_TOKEN and
+    KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access).
+    """
     from .decisions import DecisionLog
+    access = Access.resolve(read_token, admin_token, allowed_hosts)
     factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
     holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else DecisionLog.open(db)
-    token = admin_token if admin_token is not None else os.environ.get("KENTINO_ADMIN_TOKEN") or None
 
     app = FastAPI(title="Kentino Expert", version=_version(),
                   description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
                   lifespan=_lifespan(holder))
     app.state.holder = holder
     app.state.log = decision_log
+    app.state.access = access
     app.add_middleware(HeadAsGet)
+    app.add_middleware(Guard, access=access, routes=app.router.routes)  # outermost: before HEAD becomes GET
     _install_error_handlers(app)
     _add_answer_routes(app, holder, decision_log)
     _add_decision_routes(app, holder, decision_log)
-    _add_operations_routes(app, holder, decision_log, token)
+    _add_operations_routes(app, holder, decision_log)
+    _document_access(app, access)
     return app
+
+
+def _document_access(app, access) -> None:
+    """The OpenAPI document, built once, with the security schemes and error bodies (service_guard)."""
+    build = app.openapi
+
+    def openapi():
+        if app.openapi_schema is None:
+            app.openapi_schema = document_access(build(), access)
+        return app.openapi_schema
+    app.openapi = openapi
 
 
 def _lifespan(holder):
@@ -235,26 +254,22 @@ def _install_error_handlers(app) -> None:
 
 def _add_answer_routes(app, holder, decision_log) -> None:
     """POST /v1/recommend, the facts schema and the rule listing."""
-    from .decisions import respond
 
     @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
               responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
                          413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
-                         415: {"description": "{detail: [{field, message}]}: a Content-Encoding (gzip, ...) "
-                                              "is not supported"},
+                         415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
+                                              "has a Content-Encoding (gzip, ...)"},
                          422: ERROR_422, 503: ERROR_503})
     async def recommend(request: Request):
         check_encoding(request)
-        data = parse_body(await read_limited(request))
-        facts, session_id, turn = split_meta(data, request.query_params)
-        expert = holder.current()  # one snapshot for the whole decision
-        # deciding is pure CPU: done on the event loop, it does not fight worker threads for the GIL;
-        # only the commit, which waits on the disk, goes to a thread (where concurrent ones group)
-        raw, logged, body = expert.answer_cache.get(facts, lambda given: _evaluate_checked(expert, given))
-        decision_id = await run_in_threadpool(decision_log.record, raw, logged, "http", session_id, turn)
-        return FastJSONResponse(respond(decision_id, body))
+        raw = await read_limited(request)
+        # all the CPU work and the commit in one worker thread: the event loop stays free for other
+        # requests however long a decision takes (concurrent commits still group)
+        body = await decide_off_loop(holder, decision_log, raw, request.query_params)
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
              responses={422: ERROR_422})
@@ -311,14 +326,15 @@ def _add_decision_routes(app, holder, decision_log) -> None:
         return PlainTextResponse(explain_markdown(expert, row), media_type="text/markdown; charset=utf-8")
 
 
-def _add_operations_routes(app, holder, decision_log, token) -> None:
+def _add_operations_routes(app, holder, decision_log) -> None:
     """Liveness, readiness and the admin reload."""
     @app.get("/healthz", summary="Liveness")
     def healthz():
         return {"status": "ok"}
 
     @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable",
-             responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}"}})
+             responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}",
+                              "content": {"application/json": {"schema": READY_SCHEMA}}}})
     def readyz():
         serving = holder.snapshot()
         expert = serving.expert
@@ -330,11 +346,8 @@ def _add_operations_routes(app, holder, decision_log, token) -> None:
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
-              responses={401: {"description": "a bearer token is required (KENTINO_ADMIN_TOKEN)"},
-                         409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules serve"}})
-    async def admin_reload(request: Request):
-        if token and not _bearer_matches(request.headers.get("authorization"), token):
-            return _detail("authorization", "a valid 'Authorization: Bearer <KENTINO_ADMIN_TOKEN>' is required", 401)
+              responses={409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules serve"}})
+    async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
         except KentinoError as exc:
@@ -346,21 +359,6 @@ def _add_operations_routes(app, holder, decision_log, token) -> None:
                                  "serving_digest": holder.expert.ruleset.digest}, status_code=409)
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s", result["digest"][:16])
         return result
-
-
-def _bearer_matches(header: str | None, token: str) -> bool:
-    """`Authorization: Bearer <token>`, the scheme in any case (RFC 7235), compared in constant time."""
-    scheme, _, credentials = (header or "").strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    given = credentials.strip().encode("utf-8", "surrogateescape")
-    return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
-
-
-def _evaluate_checked(expert, facts):
-    """evaluate_decision(), with failures of the arithmetic on extreme (but valid) facts reported as the client's 422."""
-    from .decisions import evaluate_checked
-    return evaluate_checked(expert, facts, logging.getLogger("uvicorn.error"))
 
 
 def _summary(row: dict) -> dict:
@@ -389,7 +387,8 @@ def tune_gc_for_serving(gen0: int = 20_000) -> None:
 def app_from_env() -> FastAPI:
     """Factory for `uvicorn --factory kentino_expert.service:app_from_env` (and --workers > 1).
 
-    Reads KENTINO_RULES, KENTINO_KNOWLEDGE, KENTINO_DB and KENTINO_RELOAD_FILE.
+    Reads KENTINO_RULES, KENTINO_KNOWLEDGE, KENTINO_DB and KENTINO_RELOAD_FILE, and (create_app)
+    KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN and KENTINO_ALLOWED_HOSTS.
     """
     app = create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
                      knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,

@@ -1,15 +1,22 @@
 """The service's edges: strict parsing of request bodies, HEAD as GET, and the facts schema as JSON Schema and LLM tool."""
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
+import weakref
 
-from starlette.requests import Request
+import anyio
+from starlette.requests import ClientDisconnect, Request
+
+from . import fastjson
 
 from .decision_meta import MAX_TURN, check_meta
 from .errors import KentinoError
 from .facts import strict_json_loads
 
 MAX_BODY = 1_000_000
+DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
 META_KEYS = ("session_id", "turn")
 TOOL_NAME = "kentino_recommend"
 TOOL_DESCRIPTION = (
@@ -82,12 +89,47 @@ async def read_limited(request: Request) -> bytes:
     if length and length.isdigit() and int(length) > MAX_BODY:
         raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or closed by the body-read timeout: no one reads the answer
+        raise BadRequest("facts", "the client went away before the body was read", 400) from None
     return b"".join(chunks)
+
+
+# -- deciding off the event loop ------------------------------------------------------------------
+
+_deciders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _limiter_of_this_loop() -> anyio.CapacityLimiter:
+    """One limiter per event loop (a TestClient runs each client on a loop of its own)."""
+    loop = asyncio.get_running_loop()
+    limiter = _deciders.get(loop)
+    if limiter is None:
+        limiter = _deciders[loop] = anyio.CapacityLimiter(DECIDERS)
+    return limiter
+
+
+async def decide_off_loop(holder, decision_log, raw: bytes, query) -> bytes:
+    """The response body for a POST /v1/recommend body, all of it worked out in a worker thread:
+    the event loop stays free for other requests however long a decision takes (commits still group)."""
+    return await anyio.to_thread.run_sync(decide_and_record, holder, decision_log, raw, query,
+                                          limiter=_limiter_of_this_loop())
+
+
+def decide_and_record(holder, decision_log, raw: bytes, query) -> bytes:
+    """Parse, decide (or take the cached decision), commit, render: one request's work."""
+    from .decisions import evaluate_checked, respond
+    facts, session_id, turn = split_meta(parse_body(raw), query)
+    expert = holder.current()  # one snapshot for the whole decision
+    logger = logging.getLogger("uvicorn.error")  # arithmetic failing on extreme facts: the client's 422
+    raw_facts, logged, body = expert.answer_cache.get(facts, lambda given: evaluate_checked(expert, given, logger))
+    decision_id = decision_log.record(raw_facts, logged, "http", session_id, turn)
+    return fastjson.dumps_bytes(respond(decision_id, body))
 
 
 # -- schemas ----------------------------------------------------------------------------------------

@@ -6,15 +6,26 @@ went 16 to 0 and two workers served no more than one. With a socket per worker t
 new connections across the workers. The supervisor forwards SIGHUP (reload the rules) to every
 worker, restarts a worker that dies, and stops them all on SIGINT/SIGTERM. Where the platform has
 no SO_REUSEPORT, `reuse_port_available()` is False and the caller falls back to uvicorn's workers.
+Every worker serves through http_limits' protocol, with the limits the supervisor was given.
+
+A reload through one worker's POST /v1/admin/reload reaches the others through the mtime of a
+marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named by its
+/proc/<pid>/fd path, so that nothing is left on disk however the supervisor ends, SIGKILL included.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .http_limits import HttpLimits, server_config
 
 APP = "kentino_expert.service:app_from_env"
 BACKLOG = 2048
@@ -43,22 +54,42 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker(host: str, port: int, log_level: str, parent: int) -> None:
+@contextmanager
+def reload_marker():
+    """A path whose mtime tells the workers to reload, gone with the supervisor (see the module docstring)."""
+    proc_fds = Path(f"/proc/{os.getpid()}/fd")
+    if hasattr(os, "memfd_create") and proc_fds.is_dir():
+        fd = os.memfd_create("kentino-reload")
+        try:
+            yield str(proc_fds / str(fd))
+        finally:
+            os.close(fd)
+        return
+    directory = tempfile.mkdtemp(prefix="kentino-reload-")  # elsewhere: removed when the supervisor exits
+    try:
+        marker = Path(directory) / "marker"
+        marker.touch()
+        yield str(marker)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
     import uvicorn
     _die_with_parent()
     if os.getppid() != parent:  # the supervisor died before the line above took effect
         return
     sock = _socket(host, port)
     sock.listen(BACKLOG)
-    config = uvicorn.Config(APP, factory=True, log_level=log_level)
+    config = server_config(APP, limits, factory=True, log_level=log_level)
     uvicorn.Server(config).run(sockets=[sock])
 
 
 class Supervisor:
     """Start `count` workers on (host, port); `run()` blocks until SIGINT/SIGTERM."""
 
-    def __init__(self, host: str, port: int, count: int, log_level: str = "info"):
-        self.host, self.count, self.log_level = host, count, log_level
+    def __init__(self, host: str, port: int, count: int, log_level: str = "info", limits: HttpLimits = HttpLimits()):
+        self.host, self.count, self.log_level, self.limits = host, count, log_level, limits
         # bound, never listening: it fixes the port (port 0 picks one) without taking connections
         self._holder = _socket(host, port)
         self.port = self._holder.getsockname()[1]
@@ -67,8 +98,8 @@ class Supervisor:
         self._stopping = False
 
     def _start_one(self):
-        process = self._context.Process(target=_worker, args=(self.host, self.port, self.log_level, os.getpid()),
-                                        daemon=False)
+        process = self._context.Process(target=_worker, daemon=False,
+                                        args=(self.host, self.port, self.log_level, os.getpid(), self.limits))
         process.start()
         return process
 

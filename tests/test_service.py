@@ -24,6 +24,11 @@ from kentino_expert.service import create_app  # noqa: E402
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 
 
+def local_client(app, **options) -> TestClient:
+    """A TestClient that calls the app as http://localhost (the Host the service allows by default)."""
+    return TestClient(app, base_url="http://localhost", **options)
+
+
 @pytest.fixture()
 def log(tmp_path):
     """A fresh SQLite decision log in the test's directory."""
@@ -35,7 +40,7 @@ def log(tmp_path):
 def client(log):
     """A TestClient over the bundled rules that re-raises any server error (so a 500 fails loudly)."""
     app = create_app(log=log)
-    with TestClient(app) as test_client:
+    with local_client(app) as test_client:
         yield test_client
 
 
@@ -197,7 +202,7 @@ HOSTILE = [b"", b"   ", b"null", b"[]", b"[1,2,3]", b'"inference"', b"42", b"tru
 @pytest.mark.parametrize("raw", HOSTILE, ids=[f"hostile{i}" for i in range(len(HOSTILE))])
 def test_hostile_bodies_never_500(log, raw):
     """Malformed, huge, deep or absurd bodies are answered 2xx/4xx, never with a server error."""
-    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+    with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         response = client.post("/v1/recommend", content=raw, headers={"content-type": "application/json"})
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
@@ -216,7 +221,7 @@ _FACT_NAMES = st.sampled_from(["task", "model", "params_b", "precision", "gpu", 
 def fuzz_client(tmp_path_factory):
     """One client for all fuzz examples, not re-raising server errors (the test checks the status)."""
     log = DecisionLog.open(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
-    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+    with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         yield client
     log.close()
 
@@ -271,7 +276,7 @@ def test_health_ready_and_openapi(client):
 def test_readyz_fails_when_log_is_closed(tmp_path):
     """Readiness is 503 once the decision log cannot be written, and recommend refuses with 503."""
     log = DecisionLog.open(tmp_path / "closing.db")
-    with TestClient(create_app(log=log)) as client:
+    with local_client(create_app(log=log)) as client:
         log.close()
         assert client.get("/readyz").status_code == 503
         response = client.post("/v1/recommend", json=CHAT)
@@ -282,8 +287,8 @@ def test_reload_refuses_broken_rules_and_keeps_serving(tmp_path, log):
     """A broken rules copy is refused with 409 and diagnostics; the old rules answer on; a good edit swaps in."""
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)
-    app = create_app(expert_factory=lambda: Expert(rules), log=log)
-    with TestClient(app) as client:
+    app = create_app(expert_factory=lambda: Expert(rules), log=log, admin_token="s3cret")
+    with local_client(app, headers={"authorization": "Bearer s3cret"}) as client:
         before = client.post("/v1/recommend", json=CHAT).json()
         old_digest = before["ruleset"]["digest"]
         flow = rules / "flow.yaml"
@@ -309,7 +314,7 @@ def test_reload_refuses_broken_rules_and_keeps_serving(tmp_path, log):
 
 def test_admin_reload_token(log):
     """With an admin token set, reload without the bearer token is refused with 401."""
-    with TestClient(create_app(log=log, admin_token="s3cret")) as client:
+    with local_client(create_app(log=log, admin_token="s3cret")) as client:
         assert client.post("/v1/admin/reload").status_code == 401
         ok = client.post("/v1/admin/reload", headers={"authorization": "Bearer s3cret"})
         assert ok.status_code == 200
@@ -379,7 +384,7 @@ def test_holder_snapshot_never_mixes_generations():
 def test_bad_conversation_keys_are_422_and_the_log_stays_writable(log, raw, query, field):
     """A session id or turn the log cannot store, or a repeated query key, is a 422 naming the field;
     later writes and /readyz are unaffected."""
-    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+    with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         response = client.post(f"/v1/recommend{query}", content=raw, headers={"content-type": "application/json"})
         assert response.status_code == 422, response.text
         assert response.json()["detail"][0]["field"] == field
@@ -391,7 +396,7 @@ def test_bad_conversation_keys_are_422_and_the_log_stays_writable(log, raw, quer
 @pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
 def test_since_out_of_utc_range_is_422(log, since):
     """A since that overflows when moved to UTC is a 422 on `since`, not a 500."""
-    with TestClient(create_app(log=log), raise_server_exceptions=False) as client:
+    with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         response = client.get("/v1/decisions", params={"since": since})
     assert response.status_code == 422 and response.json()["detail"][0]["field"] == "since"
 
@@ -418,7 +423,7 @@ def test_head_on_a_post_route_is_405_and_allow_lists_head(client):
                                             ("s3cret", 401), ("Bearer", 401), ("Bearer é", 401)])
 def test_admin_token_scheme_is_case_insensitive(log, header, status):
     """The Bearer scheme is matched in any case (RFC 7235); the token itself exactly."""
-    with TestClient(create_app(log=log, admin_token="s3cret")) as client:
+    with local_client(create_app(log=log, admin_token="s3cret")) as client:
         response = client.post("/v1/admin/reload", headers={"authorization": header.encode("utf-8")})
     assert response.status_code == status
 
@@ -447,7 +452,7 @@ def test_a_probe_the_arithmetic_cannot_evaluate_is_skipped(log):
         return real_kind_of(facts)
 
     expert.kind_of = kind_of
-    with TestClient(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
+    with local_client(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
         response = client.post("/v1/recommend", json={"task": "batch-inference", "corpus_tokens": 1e16})
     assert response.status_code == 200, response.text
     question = next(q for q in response.json()["questions"] if q["fact"] == "deadline_days")

@@ -171,13 +171,17 @@ def test_sighup_reload_refuses_broken_rules(tmp_path):
         _stop(process)
 
 
+ADMIN_TOKEN = "live-admin-token"
+
+
 def _serve_workers(tmp_path, workers: int, rules):
-    """`kentino-expert serve --workers N` on a free port; returns (process, base URL)."""
+    """`kentino-expert serve --workers N` on a free port, with an admin token; returns (process, base URL)."""
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
          "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
+        env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=str(tmp_path))
     return _when_ready(process, f"http://127.0.0.1:{port}", 60)
 
 
@@ -234,7 +238,7 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
             thread.start()
         time.sleep(1.0)
         params.write_text(edited)
-        reload = httpx.post(f"{base}/v1/admin/reload", timeout=30)
+        reload = httpx.post(f"{base}/v1/admin/reload", timeout=30, headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
         assert reload.status_code == 200, reload.text
         time.sleep(1.5)  # the other worker picks the reload up on its next request
         stop.set()
