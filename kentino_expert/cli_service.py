@@ -1,4 +1,4 @@
-"""Commands for the service side: `serve`, `mcp`, `decisions list|show|replay` and `explain`.
+"""Commands for the service side: `serve`, `mcp`, `decisions list|show|replay|prune` and `explain`.
 
 The lead attaches `commands` to the main click group. User mistakes are cli.UserError (exit 2, one
 line on stderr, no traceback); `decisions replay` exits 1 when the answer changed.
@@ -229,7 +229,11 @@ def mcp(rules_dir, knowledge_dir, db):
 
 @click.group("decisions")
 def decisions():
-    """List, show and replay logged decisions."""
+    """List, show, replay and prune logged decisions."""
+
+
+_JSON_KEYS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "kind", "digest", "engine",
+              "status", "summary")
 
 
 @decisions.command("list")
@@ -239,21 +243,61 @@ def decisions():
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @db_option
 def decisions_list(since, kind, limit, fmt, db):
-    """Decisions newest first."""
+    """Decisions newest first (read a page at a time, printed as they come)."""
     log = _log(db, must_exist=True)
+    rows = log.iter_decisions(since=since, kind=kind, limit=limit, with_facts=fmt == "json")
     try:
-        rows = log.list(since=since, kind=kind, limit=limit)
+        if fmt == "json":
+            _echo_json_array({k: row[k] for k in _JSON_KEYS} for row in rows)
+            return
+        count = 0
+        for row in rows:
+            where = f" session={row['session_id']}" + (f" turn={row['turn']}" if row["turn"] is not None else "") \
+                if row["session_id"] else ""
+            click.echo(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
+                       f"{row['digest'][:12]}{where}")
+            count += 1
+        click.echo(f"{count} decision(s)")
     except KentinoError as exc:
         raise UserError(str(exc)) from None
-    if fmt == "json":
-        click.echo(json.dumps([{k: v for k, v in row.items() if k not in ("answer",)} for row in rows], indent=2))
-        return
-    for row in rows:
-        where = f" session={row['session_id']}" + (f" turn={row['turn']}" if row["turn"] is not None else "") \
-            if row["session_id"] else ""
-        click.echo(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
-                   f"{row['digest'][:12]}{where}")
-    click.echo(f"{len(rows)} decision(s)")
+    finally:
+        log.close()
+
+
+def _echo_json_array(items) -> None:
+    """What json.dumps(list(items), indent=2) prints, written an item at a time."""
+    opened = False
+    for item in items:
+        text = "\n".join("  " + line for line in json.dumps(item, indent=2, ensure_ascii=False).splitlines())
+        click.echo(("[\n" if not opened else ",\n") + text, nl=False)
+        opened = True
+    click.echo("\n]" if opened else "[]")
+
+
+@decisions.command("prune")
+@click.option("--before", default=None, metavar="DATE",
+              help="Required: delete the decisions created before this ISO-8601 date or time (UTC when no zone "
+                   "is given); it must be in the past.")
+@click.option("--dry-run", is_flag=True, help="Only count the decisions that would be deleted.")
+@db_option
+def decisions_prune(before, dry_run, db):
+    """Delete old decisions, a batch per transaction (service writes go on meanwhile); print how many."""
+    from .decision_meta import normalise_time
+    if not before:
+        raise UserError("decisions prune needs --before DATE (e.g. --before 2025-01-31): "
+                        "it deletes nothing without an explicit date")
+    try:
+        cutoff = normalise_time(before)
+    except KentinoError as exc:
+        raise UserError(f"--before: {exc}") from None
+    log = _log(db, must_exist=True)
+    try:
+        count = log.prune(before, dry_run=dry_run)
+    except KentinoError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        log.close()
+    click.echo(f"{'would delete' if dry_run else 'deleted'} {count} decision(s) created before {cutoff}")
 
 
 def _decision(log, decision_id):

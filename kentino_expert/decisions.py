@@ -3,46 +3,40 @@
 SQLite (WAL, synchronous=FULL) by default: the path from KENTINO_DB, else ./kentino-decisions.db.
 A postgresql:// URL uses psycopg 3 (imported only then). `record` commits before it returns, so a
 caller that acknowledges a decision only after `record` never acknowledges one the log lost.
-Every failure to open or write the log is a DecisionLogError, never a silent loss.
+Every failure to open or write the log is a DecisionLogError, never a silent loss. Reads go through
+their own connections (readers.py), so a listing never holds the write connection; listings read
+columns only, a page at a time, newest first, with an opaque cursor to the next page.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import random
 import sqlite3
 import threading
-import time
 import uuid
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Iterator
 
 from . import fastjson
-from .errors import DecisionLogError, EngineError, KentinoError, LogUnavailable
-from .decision_meta import check_meta, normalise_time, utc_now
+from .decision_meta import check_meta, check_no_nul, decode_cursor, encode_cursor, normalise_time, utc_now
+from .decision_schema import LIST_COLUMNS, ROW_COLUMNS
+from .errors import DecisionLogError, EngineError, InputError, KentinoError
 from .groupcommit import GroupCommit
 
 DEFAULT_PATH = "kentino-decisions.db"
 _COMMITTER_LOCK = threading.Lock()  # two first records at once must not make two group committers
 SOURCES = ("http", "mcp", "cli")
-COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
-           "engine")
-_SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS decisions (
-    decision_id TEXT PRIMARY KEY,
-    created_at  TEXT NOT NULL,
-    session_id  TEXT NULL,
-    turn        INTEGER NULL,
-    source      TEXT NOT NULL CHECK (source IN ('http', 'mcp', 'cli')),
-    facts       JSON NOT NULL,
-    answer      JSON NOT NULL,
-    kind        TEXT NOT NULL,
-    digest      TEXT NOT NULL,
-    engine      TEXT NOT NULL
-)"""
-_PG_SCHEMA = _SQLITE_SCHEMA.replace("JSON NOT NULL", "JSONB NOT NULL")
-_INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_at ON decisions (created_at)",
-            "CREATE INDEX IF NOT EXISTS decisions_kind ON decisions (kind)")
+MAX_PAGE = 1000  # rows in one page read from the log
+MAX_HTTP_PAGE = 200  # rows in one page of GET /v1/decisions (about 100 KB)
+PRUNE_BATCH = 1000  # rows deleted per transaction: records wait at most one batch
+
+
+@dataclass(frozen=True)
+class DecisionPage:
+    """One page of a listing: summaries newest first, and the cursor to the next page (None on the last)."""
+    decisions: tuple[dict, ...]
+    next_cursor: str | None
 
 
 def sqlite_path(url_or_path: str) -> str | None:
@@ -60,27 +54,43 @@ def _plain_facts(facts):
     return facts
 
 
-def _json(value) -> str:
+def _json(value, field: str) -> str:
+    """`value` as JSON text; the NUL character is refused (JSONB cannot hold it) on every backend alike."""
     try:
-        return fastjson.dumps(value)
+        text = fastjson.dumps(value)
     except (TypeError, ValueError) as exc:
         raise DecisionLogError(f"cannot record a decision whose data is not JSON: {exc}") from None
+    if "\\u0000" in text:  # rare: only then walk the value (the escape may also be a quoted backslash)
+        check_no_nul(value, field)
+    return text
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class DecisionLog:
-    """Base of the SQLite and PostgreSQL logs; use DecisionLog.open()."""
+    """Base of the SQLite and PostgreSQL logs; use DecisionLog.open().
+
+    A backend provides _insert_many(rows), _read(sql, args), _write(sql, args) -> rows changed,
+    _probe_write(), the placeholders _P (a value) and _T (a time), and _time_text(value).
+    """
 
     url: str
+    _P = "?"
+    _T = "?"
 
     @staticmethod
     def open(url_or_path: str | os.PathLike | None = None) -> "DecisionLog":
-        """Open (and create) the log: a SQLite path or sqlite:/// URL, or a postgresql:// URL."""
+        """Open (and create, or migrate to the current schema) the log: a SQLite path or sqlite:/// URL, or a
+        postgresql:// URL."""
         target = url_or_path if url_or_path not in (None, "") else os.environ.get("KENTINO_DB") or DEFAULT_PATH
         text = os.fspath(target)
         scheme = text.split("://", 1)[0].lower() if "://" in text else ""
         if scheme in ("postgresql", "postgres"):
             from .decisions_pg import PostgresDecisionLog  # imports this module: loaded on demand
             return PostgresDecisionLog(text)
+        from .decisions_sqlite import SqliteDecisionLog
         if scheme == "sqlite":
             return SqliteDecisionLog(sqlite_path(text))  # sqlite:///abs/path.db
         if scheme:
@@ -88,7 +98,7 @@ class DecisionLog:
                                    "or postgresql://user@host/db")
         return SqliteDecisionLog(text)
 
-    # -- the interface -------------------------------------------------------------------------
+    # -- writing -------------------------------------------------------------------------------
     def record(self, facts, answer, source: str, session_id: str | None = None, turn: int | None = None) -> str:
         """Write one decision in one committed transaction; return its id."""
         if source not in SOURCES:
@@ -102,8 +112,9 @@ class DecisionLog:
         session_id, turn = check_meta(session_id, turn)
         row = {"decision_id": uuid.uuid4().hex, "created_at": utc_now(),
                "session_id": session_id, "turn": turn, "source": source,
-               "facts": _json(_plain_facts(facts)), "answer": _json(dump), "kind": kind, "digest": digest,
-               "engine": engine}
+               "facts": _json(_plain_facts(facts), "facts"), "answer": _json(dump, "answer"), "kind": kind,
+               "digest": digest, "engine": engine, "status": _text_or_none(dump.get("status")),
+               "summary": _text_or_none((dump["recommendation"] or {}).get("summary"))}
         self._group_commit().commit(row)
         return row["decision_id"]
 
@@ -116,22 +127,72 @@ class DecisionLog:
                     committer = self._committer = GroupCommit(self._insert_many)
         return committer
 
-    def get(self, decision_id: str) -> dict | None:
-        """The decision with this id, or None."""
-        rows = self._select("WHERE decision_id = {p}", [str(decision_id)], limit=1)
-        return rows[0] if rows else None
+    def prune(self, before: str, dry_run: bool = False, batch: int = PRUNE_BATCH) -> int:
+        """Delete the decisions created strictly before `before` (an ISO-8601 time in the past), `batch` rows
+        per transaction; return how many were deleted (with dry_run: how many would be)."""
+        cutoff = normalise_time(before)
+        if cutoff > utc_now():
+            raise DecisionLogError(f"'{before}' is in the future: prune deletes only decisions older than a past time")
+        t, p = self._T, self._P
+        if dry_run:
+            return self._read(f"SELECT count(*) FROM decisions WHERE created_at < {t}", [cutoff])[0][0]
+        removed = 0
+        while True:
+            count = self._write(f"DELETE FROM decisions WHERE decision_id IN (SELECT decision_id FROM decisions "
+                                f"WHERE created_at < {t} ORDER BY created_at LIMIT {p})", [cutoff, batch])
+            removed += count
+            if count < batch:
+                return removed
 
-    def list(self, since: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
-        """Decisions newest first, optionally since an ISO-8601 time and of one kind."""
+    # -- reading -------------------------------------------------------------------------------
+    def get(self, decision_id: str) -> dict | None:
+        """The whole decision with this id (facts and answer included), or None."""
+        rows = self._read(f"SELECT {', '.join(ROW_COLUMNS)} FROM decisions WHERE decision_id = {self._P}",
+                          [str(decision_id)])
+        return self._decoded(ROW_COLUMNS, rows[0]) if rows else None
+
+    def page(self, since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None,
+             with_facts: bool = False) -> DecisionPage:
+        """Up to `limit` (1..MAX_PAGE) summaries newest first, from the columns (never the stored answer),
+        optionally since an ISO-8601 time, of one kind, after a cursor, with the facts."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InputError(f"must be between 1 and {MAX_PAGE}", field="limit")
+        t, p = self._T, self._P
         clauses, args = [], []
         if since:
-            clauses.append("created_at >= {p}")
+            clauses.append(f"created_at >= {t}")
             args.append(normalise_time(since))
         if kind:
-            clauses.append("kind = {p}")
-            args.append(kind)
+            clauses.append(f"kind = {p}")
+            args.append(str(kind))
+        if cursor is not None:  # strictly after the last row shown: (created_at, decision_id) below the cursor's
+            at, last_id = decode_cursor(cursor)
+            clauses.append(f"created_at <= {t} AND (created_at < {t} OR decision_id < {p})")
+            args += [at, at, last_id]
+        columns = LIST_COLUMNS + (("facts",) if with_facts else ())
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        return self._select(where, args, limit=max(1, min(int(limit), 100_000)), newest_first=True)
+        rows = self._read(f"SELECT {', '.join(columns)} FROM decisions {where} "
+                          f"ORDER BY created_at DESC, decision_id DESC LIMIT {p}", [*args, limit + 1])
+        summaries = tuple(self._decoded(columns, row) for row in rows[:limit])
+        more = len(rows) > limit
+        last = summaries[-1] if summaries else None
+        return DecisionPage(summaries, encode_cursor(last["created_at"], last["decision_id"]) if more else None)
+
+    def iter_decisions(self, since: str | None = None, kind: str | None = None, limit: int = 100,
+                       with_facts: bool = False) -> Iterator[dict]:
+        """Up to `limit` summaries newest first, read a page at a time (memory stays one page)."""
+        cursor, left = None, limit
+        while left > 0:
+            page = self.page(since=since, kind=kind, limit=min(left, MAX_PAGE), cursor=cursor, with_facts=with_facts)
+            yield from page.decisions
+            left -= len(page.decisions)
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    def list(self, since: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
+        """Up to `limit` summaries newest first (see `page` for one page with its cursor)."""
+        return list(self.iter_decisions(since=since, kind=kind, limit=limit))
 
     def writable(self) -> bool:
         """True when a write transaction can be opened now (used by /readyz)."""
@@ -142,11 +203,14 @@ class DecisionLog:
             return False
 
     def close(self) -> None:
-        """Close the connection; later calls raise DecisionLogError('... is closed')."""
+        """Close the connections; later calls raise DecisionLogError('... is closed')."""
         with self._lock:
             conn, self._conn = getattr(self, "_conn", None), None
             if conn is not None:
                 conn.close()
+        readers = getattr(self, "_readers", None)
+        if readers is not None:
+            readers.close()
 
     def __enter__(self):
         return self
@@ -154,13 +218,18 @@ class DecisionLog:
     def __exit__(self, *exc):
         self.close()
 
-    @staticmethod
-    def _row(values) -> dict:
-        row = dict(zip(COLUMNS, values))
+    def _decoded(self, columns, values) -> dict:
+        """A row as a dict: the time as ISO-8601 UTC text, JSON columns as Python values."""
+        row = dict(zip(columns, values))
+        row["created_at"] = self._time_text(row["created_at"])
         for key in ("facts", "answer"):
-            if isinstance(row[key], (str, bytes)):
+            if isinstance(row.get(key), (str, bytes)):
                 row[key] = json.loads(row[key])
         return row
+
+    @staticmethod
+    def _time_text(value) -> str:
+        return value
 
 
 def _reason(exc: Exception) -> str:
@@ -169,121 +238,6 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, (sqlite3.Error, DecisionLogError)) or type(exc).__module__.startswith("psycopg"):
         return text
     return f"{type(exc).__name__}: {text}"
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-class SqliteDecisionLog(DecisionLog):
-    """The log in one SQLite file (WAL journal, synchronous=FULL: a commit survives power loss)."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.url = str(self.path)
-        self._lock = threading.Lock()
-        try:
-            parent_ok = self.path.parent.is_dir()
-        except OSError:
-            parent_ok = False
-        if not parent_ok:
-            raise DecisionLogError(f"decision log {self.path}: directory {self.path.parent} does not exist "
-                                   "or cannot be reached")
-        self._conn = None
-        try:
-            self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise DecisionLogError(f"decision log {self.path}: cannot use WAL journal mode (got {mode})")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            self._conn.execute(_SQLITE_SCHEMA)
-            for index in _INDEXES:
-                self._conn.execute(index)
-        except (sqlite3.Error, DecisionLogError) as exc:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            if isinstance(exc, DecisionLogError):
-                raise
-            raise DecisionLogError(f"decision log {self.path}: cannot open for writing: {exc}") from None
-
-    def _connection(self):
-        if self._conn is None:
-            raise LogUnavailable(f"decision log {self.path} is closed")
-        return self._conn
-
-    busy_seconds = 30.0  # how long a write waits for another process's write lock before it fails
-
-    def _begin_immediate(self, conn) -> None:
-        """BEGIN IMMEDIATE, retried every ~0.5 ms while another process holds the write lock.
-
-        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries: measured with two
-        workers, p99 latency went to 110-440 ms although a commit takes about a millisecond.
-        """
-        deadline = time.monotonic() + self.busy_seconds
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(random.uniform(0.0002, 0.0008))
-        finally:
-            conn.execute("PRAGMA busy_timeout = 30000")
-
-    @staticmethod
-    def _rollback(conn) -> None:
-        """End a transaction a failed write left open: left open, it holds the write lock and every
-        later BEGIN fails with 'cannot start a transaction within a transaction'."""
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-
-    def _insert_many(self, rows: list[dict]) -> None:
-        with self._lock:
-            conn = self._connection()
-            try:
-                self._begin_immediate(conn)
-            except sqlite3.Error as exc:  # locked past busy_seconds: no row of the batch could go in
-                raise LogUnavailable(f"decision log {self.path}: decision not recorded: {_reason(exc)}") from None
-            try:
-                conn.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                                 [[row[c] for c in COLUMNS] for row in rows])
-                conn.execute("COMMIT")
-            except BaseException as exc:  # not only sqlite3.Error: binding 2**70 or '\ud800' raises before SQLite
-                self._rollback(conn)
-                if not isinstance(exc, Exception):
-                    raise
-                raise DecisionLogError(f"decision log {self.path}: decision not recorded: {_reason(exc)}") from None
-
-    def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
-        order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
-        sql = f"SELECT {', '.join(COLUMNS)} FROM decisions {where.format(p='?')} {order} LIMIT ?"
-        with self._lock:
-            try:
-                rows = self._connection().execute(sql, [*args, limit]).fetchall()
-            except sqlite3.Error as exc:
-                raise DecisionLogError(f"decision log {self.path}: cannot read: {exc}") from None
-        return [self._row(r) for r in rows]
-
-    def _probe_write(self) -> None:
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-            except BaseException as exc:
-                self._rollback(conn)
-                if not isinstance(exc, Exception):
-                    raise
-                raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
 
 
 # -- deciding and replaying --------------------------------------------------------------------

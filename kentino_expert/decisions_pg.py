@@ -1,11 +1,21 @@
-"""The decision log in PostgreSQL (psycopg 3, imported only when a postgresql:// URL is given), for several replicas."""
+"""The decision log in PostgreSQL (psycopg 3, imported only when a postgresql:// URL is given), for several replicas.
+
+One write connection (records group-commit through it) and a few read connections, so a listing
+never waits behind a write, nor a write behind a listing.
+"""
 from __future__ import annotations
 
 import threading
+from datetime import timezone
 from urllib.parse import unquote
 
-from .decisions import _INDEXES, _PG_SCHEMA, COLUMNS, DecisionLog, _reason
+from .decision_schema import COLUMNS, migrate_postgres
+from .decisions import DecisionLog, _reason
 from .errors import DecisionLogError, LogUnavailable
+from .readers import ReaderPool
+
+READERS = 2  # read connections at most, per process (opened on first use)
+
 
 def _url_passwords(url: str) -> list[str]:
     """The passwords a postgresql:// URL carries, as written and percent-decoded (libpq decodes
@@ -34,6 +44,9 @@ def _scrub(text: str, url: str) -> str:
 class PostgresDecisionLog(DecisionLog):
     """The log in a PostgreSQL table (psycopg 3); each record is its own committed transaction."""
 
+    _P = "%s"
+    _T = "%s::timestamptz"
+
     def __init__(self, url: str):
         self.url = url
         self._lock = threading.Lock()
@@ -43,23 +56,30 @@ class PostgresDecisionLog(DecisionLog):
             raise DecisionLogError("a postgresql:// decision log needs psycopg 3: pip install 'psycopg[binary]'") from None
         self._psycopg = psycopg
         self._conn = None
-        for attempt in range(2):  # two workers creating the table at once: the loser retries once
-            try:
-                if self._conn is None:
-                    self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-                with self._conn.transaction():
-                    self._conn.execute(_PG_SCHEMA)
-                    for index in _INDEXES:
-                        self._conn.execute(index)
-                break
-            except psycopg.errors.UniqueViolation:
-                if attempt:
-                    raise DecisionLogError(f"decision log {self._safe_url()}: cannot create the table") from None
-            except Exception as exc:  # a malformed URL is a ValueError or worse, not a psycopg.Error
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                raise self._error("cannot open", exc) from None
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+            migrate_postgres(self._conn)  # under an advisory lock: replicas opening at once migrate once
+        except Exception as exc:  # a malformed URL is a ValueError or worse, not a psycopg.Error
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            if isinstance(exc, DecisionLogError):
+                raise DecisionLogError(f"decision log {self._safe_url()}: {exc.message}") from None
+            raise self._error("cannot open", exc) from None
+        self._readers = ReaderPool(self._open_reader, self._safe_url(), size=READERS, usable=self._usable)
+
+    def _open_reader(self):
+        conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        conn.execute("SET default_transaction_read_only = on")  # a reader never writes, whatever it is asked
+        return conn
+
+    @staticmethod
+    def _alive(conn) -> bool:
+        return not conn.closed and not getattr(conn, "broken", False)
+
+    def _usable(self, conn) -> bool:
+        """A reader to reuse: alive and outside any transaction (one left open would pin an old snapshot)."""
+        return self._alive(conn) and conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
 
     def _safe_url(self) -> str:
         """The URL with its password masked, whether given as user:password@ or as ?password=."""
@@ -71,17 +91,23 @@ class PostgresDecisionLog(DecisionLog):
     def _connection(self):
         if self._conn is None:
             raise LogUnavailable(f"decision log {self._safe_url()} is closed")
-        if self._conn.closed or getattr(self._conn, "broken", False):  # the server restarted: reconnect once
+        if not self._alive(self._conn):  # the server restarted: reconnect once
             try:
                 self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             except self._psycopg.Error as exc:
                 raise LogUnavailable(self._error("cannot reconnect", exc).message) from None
         return self._conn
 
+    @staticmethod
+    def _time_text(value) -> str:
+        """A TIMESTAMPTZ as the log has always written it: ISO-8601 UTC with microseconds."""
+        return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
     def _insert_many(self, rows: list[dict]) -> None:
         # the JSON columns go in as the text already written (cast by the server), not re-encoded
-        placeholders = ", ".join("%s::jsonb" if c in ("facts", "answer") else "%s" for c in COLUMNS)
-        values = [[row[c] for c in COLUMNS] for row in rows]
+        casts = {"facts": "%s::jsonb", "answer": "%s::jsonb", "created_at": "%s::timestamptz"}
+        placeholders = ", ".join(casts.get(c, "%s") for c in COLUMNS)
+        values = [[row.get(c) for c in COLUMNS] for row in rows]  # status, summary: may be absent
         with self._lock:
             conn = self._connection()
             try:
@@ -90,15 +116,22 @@ class PostgresDecisionLog(DecisionLog):
             except Exception as exc:  # the transaction block has rolled back whatever the error
                 raise self._error("decision not recorded", exc) from None
 
-    def _select(self, where: str, args, limit: int, newest_first: bool = False) -> list[dict]:
-        order = "ORDER BY created_at DESC, decision_id DESC" if newest_first else ""
-        sql = f"SELECT {', '.join(COLUMNS)} FROM decisions {where.format(p='%s')} {order} LIMIT %s"
+    def _write(self, sql: str, args) -> int:
         with self._lock:
+            conn = self._connection()
             try:
-                rows = self._connection().execute(sql, [*args, limit]).fetchall()
-            except self._psycopg.Error as exc:
-                raise self._error("cannot read", exc) from None
-        return [self._row(r) for r in rows]
+                with conn.transaction(), conn.cursor() as cursor:
+                    cursor.execute(sql, args)
+                    return cursor.rowcount
+            except Exception as exc:
+                raise self._error("cannot write", exc) from None
+
+    def _read(self, sql: str, args) -> list[tuple]:
+        try:
+            with self._readers.connection() as conn:
+                return conn.execute(sql, args).fetchall()
+        except self._psycopg.Error as exc:
+            raise self._error("cannot read", exc) from None
 
     def _probe_write(self) -> None:
         with self._lock:

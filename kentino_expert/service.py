@@ -291,18 +291,22 @@ def _add_answer_routes(app, holder, decision_log) -> None:
 
 def _add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
-    @app.get("/v1/decisions", summary="Logged decisions, newest first", responses={422: ERROR_422, 503: ERROR_503})
-    def decisions(since: str | None = None, kind: str | None = None, limit: int = 100):
+    @app.get("/v1/decisions", summary="Logged decisions, newest first",
+             responses={200: {"description": "{decisions: [summary, ...], next_cursor: str | null}"},
+                        422: ERROR_422, 503: ERROR_503})
+    def decisions(since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None):
         from .decision_meta import normalise_time
-        if not 1 <= limit <= 1000:
-            raise BadRequest("limit", "must be between 1 and 1000")
+        from .decisions import MAX_HTTP_PAGE
+        if not 1 <= limit <= MAX_HTTP_PAGE:
+            raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
         if since:
             try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
                 normalise_time(since)
             except DecisionLogError as exc:
                 raise BadRequest("since", exc.message) from None
-        rows = decision_log.list(since=since, kind=kind, limit=limit)
-        return {"decisions": [_summary(row) for row in rows]}
+        # a cursor the log did not give is an InputError: the client's 422 on `cursor`
+        page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor)
+        return {"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor}
 
     @app.get("/v1/decisions/{decision_id}", summary="One logged decision", responses={404: ERROR_404, 503: ERROR_503})
     def decision(decision_id: str):
@@ -362,9 +366,9 @@ def _add_operations_routes(app, holder, decision_log) -> None:
 
 
 def _summary(row: dict) -> dict:
-    answer = row.get("answer") or {}
-    return {k: row[k] for k in ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest")} | {
-        "status": answer.get("status"), "summary": (answer.get("recommendation") or {}).get("summary")}
+    """A listed decision: its columns only (the stored answer is not read to list it)."""
+    return {k: row[k] for k in ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest",
+                                "status", "summary")}
 
 
 def _version() -> str:

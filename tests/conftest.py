@@ -1,15 +1,20 @@
-"""Shared fixtures: the bundled expert on both backends, scenario data, and a reset of global engine state."""
+"""Shared fixtures: the bundled expert on both backends, decision logs on both databases, scenario data, and a
+reset of global engine state."""
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kentino_expert.api import Expert, reset_default_expert
+from kentino_expert.decisions import DecisionLog
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"
+PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -34,3 +39,36 @@ def reference_expert() -> Expert:
 
 def load_scenarios():
     return yaml.safe_load(SCENARIOS.read_text())
+
+
+def _postgres_or_skip() -> str:
+    if not PG_URL:
+        pytest.skip("PostgreSQL log not tested: set KENTINO_TEST_PG_URL=postgresql://user@127.0.0.1/db to run it")
+    pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3 (pip install 'psycopg[binary]')")
+    return PG_URL
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def log(request, tmp_path):
+    """A decision log on each backend; PostgreSQL only when KENTINO_TEST_PG_URL names a database."""
+    opened = DecisionLog.open(_postgres_or_skip() if request.param == "postgresql" else tmp_path / "decisions.db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def log_target(request, tmp_path):
+    """Where no decision log exists yet, on each backend: a new SQLite file, or a new PostgreSQL schema
+    (reached through the URL's search_path, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "fresh.db")
+        return
+    import psycopg
+    url, schema = _postgres_or_skip(), f"kentino_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -18,21 +18,6 @@ from kentino_expert.paths import bundled
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
-PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def log(request, tmp_path):
-    """A decision log on each backend; PostgreSQL only when KENTINO_TEST_PG_URL names a database."""
-    if request.param == "postgresql":
-        if not PG_URL:
-            pytest.skip("PostgreSQL log not tested: set KENTINO_TEST_PG_URL=postgresql://user@127.0.0.1/db to run it")
-        pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3 (pip install 'psycopg[binary]')")
-        opened = DecisionLog.open(PG_URL)
-    else:
-        opened = DecisionLog.open(tmp_path / "decisions.db")
-    yield opened
-    opened.close()
 
 
 def test_record_get_list(log, expert):
