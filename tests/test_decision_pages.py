@@ -152,7 +152,8 @@ def _client(expert, log):
     from fastapi.testclient import TestClient
 
     from kentino_expert.service import create_app
-    return TestClient(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False)
+    return TestClient(create_app(expert_factory=lambda: expert, log=log), base_url="http://localhost",
+                      raise_server_exceptions=False)
 
 
 def test_http_listing_is_paged_with_next_cursor(fresh, expert):

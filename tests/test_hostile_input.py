@@ -148,7 +148,7 @@ class TestPrintableErrors:
         from kentino_expert.service import create_app
         bodies = [json.dumps({"task": "inference", "model": FORGED}),
                   '{"task": "inference", "a\\u001b\\n": 1, "a\\u001b\\n": 2}']
-        with DecisionLog.open(tmp_path / "d.db") as log, TestClient(create_app(log=log)) as client:
+        with DecisionLog.open(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
             for body in bodies:
                 response = client.post("/v1/recommend", content=body, headers={"content-type": "application/json"})
                 detail = response.json()["detail"][0]
@@ -263,7 +263,8 @@ class TestHugeIntegers:
         from kentino_expert.decisions import DecisionLog
         from kentino_expert.service import create_app
         with DecisionLog.open(tmp_path / "d.db") as log, \
-                TestClient(create_app(expert_factory=lambda: Expert(rules_copy), log=log)) as client:
+                TestClient(create_app(expert_factory=lambda: Expert(rules_copy), log=log, admin_token="admin"),
+                           base_url="http://localhost", headers={"authorization": "Bearer admin"}) as client:
             parameters = rules_copy / "parameters.yaml"
             parameters.write_text(parameters.read_text().replace("    value: 0.70\n", f"    value: {HUGE_INT}\n", 1))
             refused = client.post("/v1/admin/reload")
