@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .cli_common import UserError, knowledge_option, rules_option
+from .cli_common import UserError, announce, knowledge_option, rules_option, sources, sources_line
 from .errors import KentinoError
 
 db_option = click.option("--db", "db", default=None, metavar="URL",
@@ -104,7 +104,6 @@ def _expert(rules_dir, knowledge_dir):
         expert = Expert(rules_dir, knowledge_dir)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
-    expert.knowledge_dir = str(knowledge_dir) if knowledge_dir else None
     return expert
 
 
@@ -121,10 +120,11 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
     """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
     import uvicorn
 
-    _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
+    expert = _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
         sock = _bound_socket(host, port)
+        announce(expert)
         try:
             _serve_one(sock, host, port, rules_dir, knowledge_dir, log, log_level)
         finally:
@@ -147,8 +147,10 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
                 supervisor = Supervisor(host, port, workers, log_level)
             except OSError as exc:
                 raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            announce(expert)
             supervisor.run()
         else:
+            announce(expert)
             uvicorn.run("kentino_expert.service:app_from_env", factory=True, host=host, port=port, workers=workers,
                         log_level=log_level)
     finally:
@@ -166,8 +168,9 @@ def mcp(rules_dir, knowledge_dir, db):
         _server_classes()
     except ImportError:
         raise UserError("the MCP server needs the mcp package: pip install mcp") from None
-    _expert(rules_dir, knowledge_dir)
+    expert = _expert(rules_dir, knowledge_dir)
     _log(db).close()
+    announce(expert)  # stdout carries the protocol
     try:
         mcp_main(rules_dir, knowledge_dir, db)
     except KentinoError as exc:
@@ -233,12 +236,15 @@ def decisions_replay(decision_id, rules_dir, knowledge_dir, db, fmt):
 
     from .decisions import replay
     row = _decision(_log(db, must_exist=True), decision_id)
-    report = replay(_expert(rules_dir, knowledge_dir), row)
+    expert = _expert(rules_dir, knowledge_dir)
+    report = replay(expert, row)
     if fmt == "json":
-        click.echo(json.dumps({k: v for k, v in report.items() if k != "new_answer"}, indent=2, default=str))
+        click.echo(json.dumps({**{k: v for k, v in report.items() if k != "new_answer"},
+                               **sources(expert.rules_dir, expert.knowledge_dir)}, indent=2, default=str))
     else:
         drift = (f"digest drift: {report['old_digest'][:16]} -> {report['new_digest'][:16]}"
                  if report["digest_changed"] else f"same digest {report['new_digest'][:16]}")
+        drift += f"; {sources_line(expert.rules_dir, expert.knowledge_dir)}"
         if report.get("error"):
             click.echo(f"changed: the stored facts no longer evaluate: {report['error']}")
         elif report["unchanged"]:
