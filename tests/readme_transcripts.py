@@ -125,13 +125,15 @@ def transcript_commands(text: str, first_line: int) -> list[Command]:
 
 
 def environment(scratch: Path) -> dict:
-    """The caller's environment with `kentino-expert` meaning this interpreter's package, and no KENTINO_DB."""
+    """The caller's environment with `kentino-expert` meaning this interpreter's package, and no KENTINO_DB,
+    KENTINO_RULES or KENTINO_KNOWLEDGE (each would change what the commands read)."""
     shim = scratch / "bin" / "kentino-expert"
     shim.parent.mkdir(exist_ok=True)
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m kentino_expert \"$@\"\n")
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("KENTINO_DB", None)
+    for name in ("KENTINO_DB", "KENTINO_RULES", "KENTINO_KNOWLEDGE"):
+        env.pop(name, None)
     return env
 
 
