@@ -63,10 +63,12 @@ class TraceStep(BaseModel):
 
 
 class RulesetId(BaseModel):
+    """Which rules answered: their digest, the engine, and the directories the rules and knowledge came from."""
     model_config = _FROZEN
     digest: str
     engine: str
-    directory: str
+    directory: str  # the rules directory, absolute
+    knowledge_directory: str = ""  # absolute; answers logged before it was recorded have none
     files: dict
 
 

@@ -1,6 +1,7 @@
 """The in-process API: load a rule set once, answer many workloads (what chat bots and the CLI call)."""
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +25,18 @@ ANSWER_CACHE = DEFAULT_SIZE
 
 
 class Expert:
-    """A loaded knowledge catalog + compiled rule set + engine backend."""
+    """A loaded knowledge catalog + compiled rule set + engine backend.
+
+    Without directories it loads the packaged ones: only the commands look for the checkout they run
+    in (paths.locate), so a library's answers never depend on its process's working directory.
+    """
 
     def __init__(self, rules_dir: str | Path | None = None, knowledge_dir: str | Path | None = None,
                  backend: str = "durable", what_if_cache: int = WHAT_IF_CACHE,
                  answer_cache: int = ANSWER_CACHE):
-        self.knowledge_dir = Path(knowledge_dir or bundled("knowledge"))
-        self.rules_dir = Path(rules_dir or bundled("rules"))
+        # absolute, as given (symlinks kept): answers name the directories they came from
+        self.knowledge_dir = Path(os.path.abspath(knowledge_dir or bundled("knowledge")))
+        self.rules_dir = Path(os.path.abspath(rules_dir or bundled("rules")))
         self.knowledge: Knowledge = load_knowledge(self.knowledge_dir)
         self.ruleset: RuleSet = compile_ruleset(self.rules_dir, self.knowledge)
         self.backend_name = backend

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .cli_common import UserError, knowledge_option, rules_option
+from .cli_common import UserError, announce, knowledge_option, rules_option, sources, sources_line
 from .errors import KentinoError
 from .facts import read_facts
 
@@ -92,11 +92,12 @@ def rules_check(rules_dir, knowledge_dir, strict, fmt):
     except KentinoError as exc:
         raise UserError(str(exc)) from None
     if fmt == "json":
+        click.echo(sources_line(rules_dir, knowledge_dir), err=True)
         click.echo(json.dumps([d.as_dict() for d in report.diagnostics], indent=2))
     else:
         for diagnostic in report.diagnostics:
             click.echo(str(diagnostic))
-        click.echo(report.summary())
+        click.echo(f"{report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
     if not report.ok(strict):
         sys.exit(2)
 
@@ -107,6 +108,7 @@ def rules_check(rules_dir, knowledge_dir, strict, fmt):
 def rules_list(rules_dir, knowledge_dir):
     """List the rules in the order they are tried."""
     expert = _expert(rules_dir, knowledge_dir)
+    announce(expert)
     for rule in expert.ruleset.rules:
         click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {rule.location}")
 
@@ -141,13 +143,15 @@ def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_covera
     below = min_coverage is not None and coverage.percent < min_coverage
     if fmt == "json":
         click.echo(json.dumps({
-            "passed": len(outcomes) - len(failed), "failed": len(failed),
+            **sources(expert.rules_dir, expert.knowledge_dir), "passed": len(outcomes) - len(failed),
+            "failed": len(failed),
             "failures": [{"scenario": o.scenario.name, "location": str(o.scenario.location), "error": o.error,
                           "failures": [{"what": w, "expected": e, "actual": a} for w, e, a in o.failures],
                           "decided_by": o.deciders} for o in failed],
             "coverage": {"percent": round(coverage.percent, 2), "counts": coverage.counts, "never_fired": coverage.never_fired},
         }, indent=2, default=str))
     else:
+        click.echo(sources_line(expert.rules_dir, expert.knowledge_dir))
         for outcome in failed:
             for line in failure_lines(outcome):
                 click.echo(line)
@@ -173,10 +177,9 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
     """Show which answers change between the --base rules and the new ones; exit 1 if any."""
     from pathlib import Path
 
-    from .paths import bundled
     from .ruleset_diff import checkout_rules, diff, grid_scenarios, to_markdown
     from .scenarios import load_scenarios
-    new_dir = Path(rules_dir) if rules_dir else bundled("rules")
+    new_dir = Path(rules_dir)
     try:
         workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
         with checkout_rules(base, new_dir) as base_dir:  # the base rules are read into memory here
@@ -185,12 +188,16 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
         raise UserError(str(exc)) from None
     new_expert = _expert(new_dir, knowledge_dir)
     changes = diff(old_expert, new_expert, workloads, _progress(len(workloads) >= 1000 and fmt == "text"))
+    named = sources_line(new_expert.rules_dir, new_expert.knowledge_dir)
     if fmt == "json":
         click.echo(json.dumps({"total": len(workloads), "changed": [c.as_dict() for c in changes],
-                               "base_digest": old_expert.ruleset.digest, "new_digest": new_expert.ruleset.digest}, indent=2))
+                               "base_digest": old_expert.ruleset.digest, "new_digest": new_expert.ruleset.digest,
+                               "base": base, **sources(new_expert.rules_dir, new_expert.knowledge_dir)}, indent=2))
     elif fmt == "markdown":
         click.echo(to_markdown(changes, len(workloads), old_expert.ruleset.digest, new_expert.ruleset.digest), nl=False)
+        click.echo(f"\nBase: `{base}`; rules: `{new_expert.rules_dir}`, knowledge: `{new_expert.knowledge_dir}`.")
     else:
+        click.echo(f"base: {base}, {named}")
         for change in changes:
             row = change.as_dict()
             click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  (rules: {', '.join(row['rules_changed']) or '-'})")
@@ -207,8 +214,9 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
 def rules_docs(outdir, rules_dir, knowledge_dir):
     """Write one Markdown page per rule and an index to OUTDIR."""
     from .docs import write_docs
-    written = write_docs(_expert(rules_dir, knowledge_dir), outdir)
-    click.echo(f"wrote {len(written)} pages to {outdir}")
+    expert = _expert(rules_dir, knowledge_dir)
+    written = write_docs(expert, outdir)
+    click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
 
 
 @rules_group.command("examples")
@@ -217,7 +225,9 @@ def rules_docs(outdir, rules_dir, knowledge_dir):
 def rules_examples(rules_dir, knowledge_dir):
     """Print a scenario file that checks each rule's `example` fires the rule."""
     from .docs import rule_examples_yaml
-    click.echo(rule_examples_yaml(_expert(rules_dir, knowledge_dir).ruleset), nl=False)
+    expert = _expert(rules_dir, knowledge_dir)
+    announce(expert)
+    click.echo(rule_examples_yaml(expert.ruleset), nl=False)
 
 
 @main.command("schema")
@@ -231,6 +241,7 @@ def schema_command(which, rules_dir, knowledge_dir):
         click.echo(json.dumps(rules_schema(), indent=2))
     else:
         expert = _expert(rules_dir, knowledge_dir)
+        announce(expert)
         click.echo(json.dumps(facts_schema(expert.ruleset, expert.knowledge), indent=2))
 
 

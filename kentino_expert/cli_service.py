@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .cli_common import UserError, knowledge_option, rules_option
+from .cli_common import UserError, announce, knowledge_option, rules_option, sources, sources_line
 from .errors import KentinoError
 
 db_option = click.option("--db", "db", default=None, metavar="URL",
@@ -102,7 +102,6 @@ def _expert(rules_dir, knowledge_dir):
         expert = Expert(rules_dir, knowledge_dir)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
-    expert.knowledge_dir = str(knowledge_dir) if knowledge_dir else None
     return expert
 
 
@@ -164,10 +163,11 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_
     if not is_loopback(host) and not (read_token or admin_token):
         click.echo(f"warning: on {host} the decision log is readable by anyone who reaches the port: set "
                    "KENTINO_READ_TOKEN (see docs/threat-model.md)", err=True)
-    _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
+    expert = _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
         sock = _bound_socket(host, port)
+        announce(expert)
         options = {"rules_dir": rules_dir, "knowledge_dir": knowledge_dir, "read_token": read_token or "",
                    "admin_token": admin_token or "", "allowed_hosts": hosts}
         try:
@@ -184,10 +184,10 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_
         "KENTINO_READ_TOKEN": read_token or "", "KENTINO_ADMIN_TOKEN": admin_token or "",
         "KENTINO_ALLOWED_HOSTS": ",".join(hosts),
     })
-    _serve_workers(host, port, workers, log_level, limits)
+    _serve_workers(expert, host, port, workers, log_level, limits)
 
 
-def _serve_workers(host: str, port: int, workers: int, log_level: str, limits) -> None:
+def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, limits) -> None:
     """`workers` processes on (host, port), each app built by service.app_from_env from the environment."""
     from .workers import APP, Supervisor, reload_marker, reuse_port_available
     with reload_marker() as marker:
@@ -197,8 +197,10 @@ def _serve_workers(host: str, port: int, workers: int, log_level: str, limits) -
                 supervisor = Supervisor(host, port, workers, log_level, limits)
             except OSError as exc:
                 raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            announce(expert)
             supervisor.run()
         else:  # what uvicorn.run does for workers, with the limited protocol (its limits travel in the config)
+            announce(expert)
             from uvicorn.supervisors import Multiprocess
 
             from .http_limits import server_config
@@ -219,8 +221,9 @@ def mcp(rules_dir, knowledge_dir, db):
         _server_classes()
     except ImportError:
         raise UserError("the MCP server needs the mcp package: pip install mcp") from None
-    _expert(rules_dir, knowledge_dir)
+    expert = _expert(rules_dir, knowledge_dir)
     _log(db).close()
+    announce(expert)  # stdout carries the protocol
     try:
         mcp_main(rules_dir, knowledge_dir, db)
     except KentinoError as exc:
@@ -330,12 +333,15 @@ def decisions_replay(decision_id, rules_dir, knowledge_dir, db, fmt):
 
     from .decisions import replay
     row = _decision(_log(db, must_exist=True), decision_id)
-    report = replay(_expert(rules_dir, knowledge_dir), row)
+    expert = _expert(rules_dir, knowledge_dir)
+    report = replay(expert, row)
     if fmt == "json":
-        click.echo(json.dumps({k: v for k, v in report.items() if k != "new_answer"}, indent=2, default=str))
+        click.echo(json.dumps({**{k: v for k, v in report.items() if k != "new_answer"},
+                               **sources(expert.rules_dir, expert.knowledge_dir)}, indent=2, default=str))
     else:
         drift = (f"digest drift: {report['old_digest'][:16]} -> {report['new_digest'][:16]}"
                  if report["digest_changed"] else f"same digest {report['new_digest'][:16]}")
+        drift += f"; {sources_line(expert.rules_dir, expert.knowledge_dir)}"
         if report.get("error"):
             click.echo(f"changed: the stored facts no longer evaluate: {report['error']}")
         elif report["unchanged"]:

@@ -41,7 +41,7 @@ def build_report(expert, subject) -> dict:
     not_chosen, why_not_error = _report_why_not(expert, answer, meta, same_rules)
     return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen,
             "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
-            "current_digest": ruleset.digest, "digest_matches": same_rules}
+            "current_digest": ruleset.digest, "digest_matches": same_rules, "current_rules": str(expert.rules_dir)}
 
 
 def _report_step(expert, step: dict, same_rules: bool) -> dict:
@@ -164,6 +164,7 @@ def _markdown_tail(report: dict) -> list[str]:
     else:
         out.append(f"- the current rule set differs: `{report['current_digest']}` (so the conditions and the "
                    "why-not, which only the deciding rule set can show truly, are left out)")
+    out.append(f"- the current rules: `{report['current_rules']}`")
     return out
 
 
@@ -277,7 +278,8 @@ def _html_tail(report: dict) -> list[str]:
     parts.append("</ul></section>")
     same = ("the current rule set has the same digest" if report["digest_matches"]
             else f"the current rule set differs: {_e(report['current_digest'])}")
-    parts.append(f'<footer>Rule set digest <code>{_e(report["digest"])}</code> ({_e(report["engine"])}); {same}. '
+    parts.append(f'<footer>Rule set digest <code>{_e(report["digest"])}</code> ({_e(report["engine"])}); {same} '
+                 f'(the current rules: <code>{_e(report["current_rules"])}</code>). '
                  f"Generated {_e(datetime.now().astimezone().isoformat(timespec='seconds'))}.</footer>")
     parts.append("</main></body></html>")
     return parts

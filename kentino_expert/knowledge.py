@@ -106,6 +106,7 @@ class Knowledge(BaseModel):
     sizing: dict = Field(default_factory=dict)
     heuristics: dict[str, dict] = Field(default_factory=dict)  # id -> {section, text}
     files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
+    directory: str = ""  # where the files were read (answers name it)
 
     def model(self, name: str) -> ModelSpec:
         return _lookup(self.models, name, "model")
@@ -193,7 +194,7 @@ def load_knowledge(directory: str | Path) -> Knowledge:
             raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
                                  location=Location(str(root / "gpus.yaml")))
     return Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
-                     sizing=_plain(sizing), heuristics=heuristics, files=files)
+                     sizing=_plain(sizing), heuristics=heuristics, files=files, directory=str(root))
 
 
 def _heuristics(data, path: Path) -> dict[str, dict]:

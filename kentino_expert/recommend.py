@@ -93,7 +93,7 @@ def evaluate_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, 
         assumptions=[AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),
         ruleset=RulesetId(digest=ruleset.digest, engine=ENGINE_VERSION, directory=ruleset.directory,
-                          files=ruleset.files),
+                          knowledge_directory=knowledge.directory, files=ruleset.files),
         facts=derived.facts,
     )
     return answer, firings, final

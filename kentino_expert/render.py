@@ -45,7 +45,7 @@ def to_text(answer: Answer) -> str:
     if answer.assumptions:
         lines += ["", "Assumed:"]
         lines += [f"  - {a.fact} = {a.value}: {a.why}" for a in answer.assumptions]
-    lines += ["", f"Rule set {answer.ruleset.digest[:16]} ({answer.ruleset.engine})"]
+    lines += ["", f"Rule set {answer.ruleset.digest[:16]} ({answer.ruleset.engine}) from {answer.ruleset.directory}"]
     return "\n".join(lines) + "\n"
 
 
@@ -66,7 +66,8 @@ def to_markdown(answer: Answer) -> str:
     out += [f"| {name} | {_figure(f.value)} | {f.unit} |" for name, f in answer.figures.items()]
     if answer.assumptions:
         out += ["", "## Assumptions", ""] + [f"- `{a.fact}` = {a.value}: {a.why}" for a in answer.assumptions]
-    out += ["", "## Rule set", "", f"- digest: `{answer.ruleset.digest}`", f"- engine: {answer.ruleset.engine}"]
+    out += ["", "## Rule set", "", f"- digest: `{answer.ruleset.digest}`", f"- engine: {answer.ruleset.engine}",
+            f"- rules: `{answer.ruleset.directory}`", f"- knowledge: `{answer.ruleset.knowledge_directory}`"]
     out += [f"- `{name}`: `{digest[:16]}`" for name, digest in sorted(answer.ruleset.files.items())]
     return "\n".join(out) + "\n"
 

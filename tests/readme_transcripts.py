@@ -18,6 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+# Where the README's outputs show this checkout: commands name the directories they read, and the
+# checkout's absolute path depends on where it was cloned.
+README_CHECKOUT = "/home/you/kentino-expert"
+_CHECKOUT_PATH = re.compile(re.escape(str(ROOT)) + r"(?![\w.-])")
 # An HTML comment before a block, invisible on the rendered page: leave the block out, or write it to a file.
 MARKER = re.compile(r"<!-- transcript: (skip|save (\S+)) -->")
 DECISION_ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -57,11 +61,20 @@ def _readme_text() -> str:
 
 
 def section(heading: str) -> tuple[str, int]:
-    """The text of one `## ` section of the README and the line it starts on."""
+    """The text of one `## ` section of the README and the line it starts on (a `## ` line inside a fenced
+    block, such as a Markdown report shown, does not end it)."""
     text = _readme_text()
     start = text.index(f"\n{heading}\n") + 1
-    end = text.find("\n## ", start + len(heading))
-    return text[start:end if end != -1 else len(text)], text.count("\n", 0, start) + 1
+    end, fenced = len(text), False
+    offset = start + len(heading) + 1
+    for line in text[offset:].splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("## ") and not fenced:
+            end = offset
+            break
+        offset += len(line)
+    return text[start:end], text.count("\n", 0, start) + 1
 
 
 def fenced_blocks(text: str, first_line: int) -> list[Block]:
@@ -112,19 +125,26 @@ def transcript_commands(text: str, first_line: int) -> list[Command]:
 
 
 def environment(scratch: Path) -> dict:
-    """The caller's environment with `kentino-expert` meaning this interpreter's package, and no KENTINO_DB."""
+    """The caller's environment with `kentino-expert` meaning this interpreter's package, and no KENTINO_DB,
+    KENTINO_RULES or KENTINO_KNOWLEDGE (each would change what the commands read)."""
     shim = scratch / "bin" / "kentino-expert"
     shim.parent.mkdir(exist_ok=True)
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m kentino_expert \"$@\"\n")
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("KENTINO_DB", None)
+    for name in ("KENTINO_DB", "KENTINO_RULES", "KENTINO_KNOWLEDGE"):
+        env.pop(name, None)
     return env
 
 
 def without_broken_pipe(printed: str) -> str:
     # a `| head` closes the pipe early; that is the README's own truncation, not a failure
     return re.sub(r"\n?(BrokenPipeError|Exception ignored).*\Z", "", printed.rstrip("\n"), flags=re.S)
+
+
+def as_shown(printed: str) -> str:
+    """What a command printed, with this checkout's path written as the README shows it."""
+    return _CHECKOUT_PATH.sub(README_CHECKOUT, printed)
 
 
 def normalised(text: str) -> str:
@@ -263,7 +283,7 @@ def _run_block(session: ShellSession, ids: DecisionIds, block: Block) -> tuple[l
     for command in commands_of(block) if block.info == "" else ():
         if missing_tool(command.text):
             continue
-        printed = ids.as_in_readme(command.expected, session.run(ids.in_command(command.text)))
+        printed = ids.as_in_readme(command.expected, as_shown(session.run(ids.in_command(command.text))))
         compared += 1
         if normalised(printed) != normalised(command.expected):
             mismatches.append(Mismatch(command, printed))
@@ -276,7 +296,7 @@ def run_standalone(commands: list[Command], scratch: Path) -> list:
     for command in commands:
         session = ShellSession(scratch)
         try:
-            printed = session.run(command.text)
+            printed = as_shown(session.run(command.text))
         finally:
             session.close()
         if normalised(printed) != normalised(command.expected):
