@@ -45,11 +45,7 @@ class SqliteDecisionLog(DecisionLog):
         try:
             self._conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA busy_timeout = 30000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise DecisionLogError(f"cannot use WAL journal mode (got {mode})")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            migrate_sqlite(self._conn)
+            _retry_locked(lambda: self._set_up(self._conn))
         except (sqlite3.Error, DecisionLogError) as exc:
             if self._conn is not None:
                 self._conn.close()
@@ -59,6 +55,14 @@ class SqliteDecisionLog(DecisionLog):
         # a reader left inside a transaction would keep reading its old snapshot: closed, not reused
         self._readers = ReaderPool(self._open_reader, str(self.path), size=READERS,
                                    usable=lambda conn: not conn.in_transaction)
+
+    @staticmethod
+    def _set_up(conn) -> None:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise DecisionLogError(f"cannot use WAL journal mode (got {mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+        migrate_sqlite(conn)
 
     def _open_reader(self):
         conn = sqlite3.connect(str(self.path), timeout=5, isolation_level=None, check_same_thread=False)
@@ -144,3 +148,21 @@ class SqliteDecisionLog(DecisionLog):
                 if not isinstance(exc, Exception):
                     raise
                 raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
+
+
+def _retry_locked(step, seconds: float = 30.0) -> None:
+    """Run `step`, again while SQLite says "database is locked" (for up to `seconds`).
+
+    Several processes opening one log at once (replicas starting, a migration) meet a lock that
+    SQLite refuses at once instead of waiting on its busy timeout: the switch to WAL mode and a
+    read lock that would have to be upgraded while another writer waits (deadlock avoidance).
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
