@@ -98,9 +98,13 @@ def _serve_one(sock, host: str, port: int, rules_dir, knowledge_dir, log, log_le
         raise SystemExit(3)
 
 
-def _expert(rules_dir, knowledge_dir):
+def _expert(rules_dir, knowledge_dir, vet: bool = False):
+    """The Expert, or UserError; with `vet`, only after a trial load in a sandbox (sandbox.vet)."""
     from .api import Expert
     try:
+        if vet:
+            from .sandbox import vet as trial
+            trial(rules_dir, knowledge_dir)
         expert = Expert(rules_dir, knowledge_dir)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
@@ -121,7 +125,7 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level):
     """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
     import uvicorn
 
-    _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
+    _expert(rules_dir, knowledge_dir, vet=True)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
         sock = _bound_socket(host, port)

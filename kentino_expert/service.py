@@ -70,7 +70,7 @@ class ExpertHolder:
         self._lock = threading.Lock()
         self.reload_file = Path(reload_file) if reload_file else None
         self._seen_mark = self._mark()
-        self.serving = Serving(factory(), 1, time.time())
+        self.serving = Serving(_built(factory), 1, time.time())
 
     @property
     def expert(self):
@@ -99,11 +99,12 @@ class ExpertHolder:
         return self.snapshot().expert
 
     def reload(self, propagate: bool = True) -> dict:
-        """Build a new expert from the same factory; raise its KentinoError and keep the old one if it fails."""
+        """Build a new expert from the same factory; raise its KentinoError (any other failure of the
+        build becomes one) and keep the old one if it fails."""
         with self._lock:
             old = self.serving
             try:
-                new = self.factory()
+                new = _built(self.factory)
             except KentinoError as exc:
                 self.serving = replace(old, last_error=str(exc))
                 raise
@@ -135,11 +136,29 @@ ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cann
 
 # -- the app ----------------------------------------------------------------------------------------
 
+def _built(factory):
+    """factory(), with a failure that is not a KentinoError (a bug, or a rule set that breaks the
+    build in a way nothing checks) turned into a RuleFileError: a reload then refuses it (409)."""
+    try:
+        return factory()
+    except KentinoError:
+        raise
+    except Exception as exc:
+        from .diagnostics import Diagnostic
+        from .errors import Location
+        log.exception("building the expert failed")
+        raise RuleFileError([Diagnostic(Location(str(getattr(factory, "rules_dir", None) or "rules")), "E207",
+                                        f"building the rule set failed: {type(exc).__name__}: {exc}")]) from None
+
+
 def _default_factory(rules_dir=None, knowledge_dir=None):
     from .api import Expert
+    from .sandbox import vet
 
     def build():
+        vet(rules_dir, knowledge_dir)  # a trial load in a child process first: a hang or crash is refused there
         return Expert(rules_dir, knowledge_dir)
+    build.rules_dir = rules_dir
     return build
 
 
