@@ -308,7 +308,8 @@ def _widest_pending(root):
 
 
 def rule_excesses(terms: list, origins: dict | None = None) -> list[Excess]:
-    """Every limit one rule's pattern goes beyond on its own (in a group of its own)."""
+    """The limits one rule's pattern goes beyond on its own (in a group of its own); one per culprit:
+    an `or` too long for the table is also too long for the stack, and is said once."""
     group = Group()
     pattern = group.add(terms, origins)
     out = []
@@ -321,8 +322,12 @@ def rule_excesses(terms: list, origins: dict | None = None) -> list[Excess]:
         out.append(Excess("E202", f"an `or` of {alternatives} alternatives (at most {MAX_ALTERNATIVES}, as for "
                           "an `in` list; durable-rules hangs at 512 under one node): use a range (>=, <=) or "
                           "split the rule", origin))
-    said = {(excess.code, excess.origin) for excess in out}
-    return out + [excess for excess in group.excesses() if (excess.code, excess.origin) not in said]
+    kept, blamed = [], set()
+    for excess in out + group.excesses():
+        if excess.origin is None or excess.origin not in blamed:
+            kept.append(excess)
+            blamed.add(excess.origin)
+    return kept
 
 
 class Unrunnable(Exception):

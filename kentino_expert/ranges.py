@@ -210,7 +210,11 @@ def _call(node, ranges):
     if len(known) < len(args):
         return None
     value = args[0]
-    if node.func in ("ceil", "floor") or (node.func == "round" and len(args) == 1):
+    if node.func == "ceil":
+        return Interval(float(math.ceil(value.lo)), float(math.ceil(value.hi)), True)
+    if node.func == "floor":
+        return Interval(float(math.floor(value.lo)), float(math.floor(value.hi)), True)
+    if len(args) == 1:  # round(x) to a whole number
         return Interval(float(math.floor(value.lo)), float(math.ceil(value.hi)), True)
     if not -1e6 <= args[1].lo <= args[1].hi <= 1e6:
         return EVERYTHING  # round(x, n) with a huge n is an OverflowError

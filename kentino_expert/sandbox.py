@@ -110,7 +110,9 @@ def _diagnostics(out: bytes, err: bytes, code: int, timed_out: bool, rules: str,
     step = next((m for m in reversed(messages) if "step" in m), {"step": "starting"})
     where = Location(**step["where"]) if step.get("where") else Location(rules)
     doing = step.get("doing", step["step"])
-    if timed_out:
+    if step["step"] == "memory":
+        why = f"ran out of memory while {doing}"
+    elif timed_out:
         why = f"did not finish within {limits.seconds:g} s and was stopped while {doing}: the engine hangs on it"
     elif code is not None and code < 0:
         why = f"crashed ({_signal_name(-code)}) while {doing}"
@@ -244,7 +246,7 @@ def main(argv: list[str]) -> int:
     try:
         diagnostics = _child(rules, knowledge)
     except MemoryError:
-        _say(step="memory", doing=f"{_DOING[0]} (it ran out of its {memory // 2**20} MiB of memory)")
+        _say(step="memory", doing=_DOING[0])
         return 3
     _say(result=[d.as_dict() for d in diagnostics])
     return 0

@@ -1,0 +1,150 @@
+"""A real server (`kentino-expert serve`) told to reload a hostile rule set, by POST /v1/admin/reload and by
+SIGHUP with two workers: refused in bounded time, /healthz answering throughout, the old rules serving,
+/readyz showing the error. A set too slow for the sandbox's limit is stopped there, not in the server."""
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+httpx = pytest.importorskip("httpx", reason="the live test drives the server with httpx")
+pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
+
+import hostile_rules as hostile  # noqa: E402
+from kentino_expert.benchgen import generated_rules_dir  # noqa: E402
+from kentino_expert.paths import bundled  # noqa: E402
+
+if not hasattr(signal, "SIGHUP"):  # pragma: no cover
+    pytest.skip("needs POSIX signals", allow_module_level=True)
+
+CHAT = {"task": "inference", "model": "llama-3.1-70b"}
+REFUSAL_SECONDS = 60  # a hard bound on a refused reload (it never returned before)
+
+
+def _serve(tmp_path, rules, workers=1, **env):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    import os
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
+         "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, **env})
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("server did not become ready within 60 s")
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(timeout=10)
+    process.stderr.close()
+
+
+def _swap_in(served, new_set_dir):
+    shutil.rmtree(served)
+    shutil.copytree(new_set_dir, served)
+
+
+def _still_serving(base, digest):
+    answer = httpx.post(f"{base}/v1/recommend", json=CHAT, timeout=30)
+    assert answer.status_code == 200 and answer.json()["ruleset"]["digest"] == digest
+
+
+def test_http_reload_of_an_attack_is_refused_in_bounded_time(tmp_path):
+    """POST /v1/admin/reload with the 500-term `or`: 409 naming it, /healthz up, the old digest answering."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    process, base = _serve(tmp_path, served)
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        _swap_in(served, hostile.or_chain(tmp_path / "attack").directory)
+        refused = httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)
+        assert refused.status_code == 409
+        assert [d["code"] for d in refused.json()["diagnostics"]] == ["E202"]
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        ready = httpx.get(f"{base}/readyz", timeout=5).json()
+        assert ready["digest"] == digest and "E202" in ready["last_reload_error"]
+        _still_serving(base, digest)
+    finally:
+        _stop(process)
+
+
+def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers(tmp_path):
+    """A 4,000-rule set takes far longer than a 5 s sandbox limit: the reload is a 409 (E207) after ~5 s, and
+    /healthz and /v1/recommend answer while the trial runs."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    slow = generated_rules_dir(tmp_path / "slow", 4000)
+    process, base = _serve(tmp_path, served, KENTINO_SANDBOX_SECONDS="5")
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        _swap_in(served, slow)
+        result = {}
+        reload = threading.Thread(target=lambda: result.update(
+            response=httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)))
+        reload.start()
+        answered = 0
+        while reload.is_alive():
+            assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            _still_serving(base, digest)
+            answered += 1
+            time.sleep(0.2)
+        reload.join()
+        assert answered > 0
+        refused = result["response"]
+        assert refused.status_code == 409
+        [diagnostic] = refused.json()["diagnostics"]
+        assert diagnostic["code"] == "E207" and "did not finish within 5 s" in diagnostic["message"]
+        assert "E207" in httpx.get(f"{base}/readyz").json()["last_reload_error"]
+        _still_serving(base, digest)
+    finally:
+        _stop(process)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers are Linux-only")
+def test_sighup_with_two_workers_refuses_an_attack_in_both(tmp_path):
+    """`serve --workers 2`, the rules edited into the overflowing recommendation, SIGHUP: both workers refuse
+    (their /readyz shows the error), both keep answering with the old rules."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    process, base = _serve(tmp_path, served, workers=2)
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        _swap_in(served, hostile.overflow(tmp_path / "attack").directory)
+        process.send_signal(signal.SIGHUP)
+        deadline, states = time.monotonic() + REFUSAL_SECONDS, {}
+        while time.monotonic() < deadline:
+            with httpx.Client(timeout=10) as client:  # a new connection each time: both workers are reached
+                state = client.get(f"{base}/readyz").json()
+            states[state["worker_pid"]] = state
+            if len(states) == 2 and all(s["last_reload_error"] for s in states.values()):
+                break
+            time.sleep(0.1)
+        assert len(states) == 2, states
+        for state in states.values():
+            assert state["digest"] == digest and "E206" in state["last_reload_error"]
+        for _ in range(4):
+            _still_serving(base, digest)
+    finally:
+        _stop(process)
