@@ -69,10 +69,11 @@ CODES = {
     "E204": "chained or nested `or`s make one fact walk too many conditions (every matching branch walks the rest again)",
     "E205": "a rule compiles to more than 15 and/or groups (durable-rules refuses it, error 113)",
     "E206": "arithmetic that can overflow: a value not provably finite over the ranges of its names",
-    "E207": "the rule set fails when built and its examples answered in a sandbox (hang, crash, wrong answer)",
+    "E207": "the rule set fails in a sandbox: building it or answering an example hangs, crashes or fails",
     "W301": "a rule can never fire (contradictory conditions or a fact nothing produces)",
     "W302": "a rule is shadowed by a higher-priority rule that always pre-empts it",
     "W303": "a parameter no rule uses",
     "W304": "a heuristic of the catalog that no rule encodes",
     "W305": "a rule reads a conclusion that only lower-priority rules produce",
+    "W306": "a rule does not fire on its own example (found by answering it in the sandbox)",
 }

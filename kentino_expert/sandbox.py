@@ -4,9 +4,10 @@ examples answered under time and memory limits before `rules check` passes it or
 `rules check` refuses every shape it knows the engine cannot run; this is the defence in depth for
 what it does not know. The child (`python -m kentino_expert.sandbox`) limits its own address space
 and CPU time (setrlimit, before it imports the engine); the parent kills it, and everything it
-started, when the wall-clock limit passes. A hang, a crash, a memory blow-up, an example that does
-not fire its rule (or fails), is an E207 diagnostic; only a set whose trial passed is then built
-in the serving process.
+started, when the wall-clock limit passes. A hang, a crash, a memory blow-up or an example whose
+answer fails is an E207 error; only a set whose trial passed is then built in the serving process.
+An example that is answered but does not fire its rule is a W306 warning, like the W301/W302 that
+say a rule cannot fire (a moved threshold leaves an example behind; the set still runs).
 
 Limits: KENTINO_SANDBOX_SECONDS (default 20) and KENTINO_SANDBOX_MEMORY_MB (default 1024).
 """
@@ -200,11 +201,13 @@ def _child(rules: str, knowledge: str) -> list[Diagnostic]:
     report = check_directory(rules, knowledge, keep=ruleset)
     if report.errors or not ruleset:
         return list(report.diagnostics)
-    return list(report.diagnostics) + _answer_examples(*ruleset[0])
+    silent = {d.rule for d in report.diagnostics if d.code in ("W301", "W302")}  # already said: cannot fire
+    return list(report.diagnostics) + _answer_examples(*ruleset[0], silent)
 
 
-def _answer_examples(ruleset, knowledge) -> list[Diagnostic]:
-    """Build the engine, then answer each rule's example on it: the example must fire the rule."""
+def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
+    """Build the engine, then answer each rule's example on it: E207 when answering fails, W306 when
+    the answer does not fire the rule (unless a W301/W302 already says it cannot fire)."""
     from dataclasses import asdict
 
     from .engine import DurableEngine
@@ -216,28 +219,27 @@ def _answer_examples(ruleset, knowledge) -> list[Diagnostic]:
             continue
         where = rule.source.locations.get("example", rule.location)
         _say(step="example", doing=f"answering the example of rule '{rule.id}'", rule=rule.id, where=asdict(where))
-        problem = _example_problem(ruleset, knowledge, engine, rule)
-        if problem:
-            out.append(Diagnostic(where, "E207", f"example: {problem}", rule=rule.id))
+        failure, fired = _answer(ruleset, knowledge, engine, rule)
+        if failure:
+            out.append(Diagnostic(where, "E207", f"example: answering it fails: {failure}", rule=rule.id))
+        elif rule.id not in fired and rule.id not in silent:
+            out.append(Diagnostic(where, "W306", "example: the rule does not fire on its own example (fired: "
+                                  f"{', '.join(fired) or 'nothing'})", "warning", rule=rule.id))
     return out
 
 
-def _example_problem(ruleset, knowledge, engine, rule) -> str | None:
-    """Why the rule's example does not show the rule working, or None."""
+def _answer(ruleset, knowledge, engine, rule) -> tuple[str | None, list[str]]:
+    """(why answering the rule's example fails, or None; the rules fired)."""
     from .errors import KentinoError
     from .facts import validate_facts
     from .recommend import evaluate_traced
     try:
-        workload = validate_facts(rule.source.example)
-        _, firings, _ = evaluate_traced(workload, knowledge, ruleset, engine)
+        _, firings, _ = evaluate_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
     except KentinoError as exc:
-        return f"answering it fails: {exc}"
+        return str(exc), []
     except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
-        return f"answering it fails: {type(exc).__name__}: {exc}"
-    fired = [f.rule.id for f in firings]
-    if rule.id not in fired:
-        return f"the rule does not fire on its own example (fired: {', '.join(fired) or 'nothing'})"
-    return None
+        return f"{type(exc).__name__}: {exc}", []
+    return None, [f.rule.id for f in firings]
 
 
 def main(argv: list[str]) -> int:

@@ -83,16 +83,21 @@ class ExpertHolder:
             return None
 
     def snapshot(self) -> Serving:
-        """The state to use for one whole request (later swaps do not affect it)."""
+        """The state to use for one whole request (later swaps do not affect it). A reload signalled
+        by another worker runs in a thread of its own: its trial load can take up to the sandbox's
+        limit, and the request (on the event loop) is answered by the current rules meanwhile."""
         if self.reload_file is not None:
             mark = self._mark()
             if mark != self._seen_mark:
                 self._seen_mark = mark
-                try:
-                    self.reload(propagate=False)
-                except KentinoError as exc:
-                    log.error("reload signalled by another worker refused: %s", exc)
+                threading.Thread(target=self._signalled_reload, name="kentino-reload", daemon=True).start()
         return self.serving
+
+    def _signalled_reload(self) -> None:
+        try:
+            self.reload(propagate=False)
+        except KentinoError as exc:
+            log.error("reload signalled by another worker refused: %s", exc)
 
     def current(self):
         """The expert to use for one whole request."""

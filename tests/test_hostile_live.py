@@ -130,6 +130,11 @@ def test_sighup_with_two_workers_refuses_an_attack_in_both(tmp_path):
     shutil.copytree(bundled("rules"), served)
     process, base = _serve(tmp_path, served, workers=2)
     try:
+        deadline, pids = time.monotonic() + 60, set()
+        while len(pids) < 2 and time.monotonic() < deadline:  # SIGHUP only once both workers serve
+            with httpx.Client(timeout=10) as client:
+                pids.add(client.get(f"{base}/readyz").json()["worker_pid"])
+        assert len(pids) == 2
         digest = httpx.get(f"{base}/readyz").json()["digest"]
         _swap_in(served, hostile.overflow(tmp_path / "attack").directory)
         process.send_signal(signal.SIGHUP)

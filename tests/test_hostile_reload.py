@@ -3,6 +3,7 @@ diagnostics, recorded in /readyz, while the old rules keep answering; any failur
 from __future__ import annotations
 
 import shutil
+import threading
 
 import pytest
 
@@ -13,6 +14,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 import hostile_rules as hostile  # noqa: E402
 from kentino_expert.api import Expert  # noqa: E402
 from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.errors import RuleFileError  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 from kentino_expert.service import create_app  # noqa: E402
 
@@ -76,3 +78,26 @@ def test_a_custom_factory_that_raises_anything_is_a_409(tmp_path, log):
         flow.write_text(flow.read_text().replace("priority: 320", "priority: " + "1" * 5000, 1))
         diagnostics = _assert_refused_and_serving(client, client.post("/v1/admin/reload"), old_digest)
         assert diagnostics[0]["code"] and "building the rule set failed" in diagnostics[0]["message"]
+
+
+def test_a_reload_signalled_by_another_worker_runs_beside_the_requests(tmp_path):
+    """Worker B sees worker A's reload mark: B's request is answered by its current rules at once while B
+    tries the new set in a thread; a hostile set is then refused in B too, recorded in its state."""
+    from kentino_expert.service import ExpertHolder, _default_factory
+    served, mark = tmp_path / "rules", tmp_path / "reload-mark"
+    shutil.copytree(bundled("rules"), served)
+    mark.touch()
+    worker_a = ExpertHolder(_default_factory(served, None), str(mark))
+    worker_b = ExpertHolder(_default_factory(served, None), str(mark))
+    old_digest = worker_b.serving.expert.ruleset.digest
+    _swap_in(served, hostile.or_chain(tmp_path / "attack"))
+    with pytest.raises(RuleFileError, match="E202"):
+        worker_a.reload()  # refused: the mark is not touched, so B is not signalled
+    mark.write_text("a reload elsewhere")  # what a worker's accepted reload does
+    first = worker_b.snapshot()
+    assert first.generation == 1 and first.expert.ruleset.digest == old_digest
+    reloader = next(t for t in threading.enumerate() if t.name == "kentino-reload")
+    reloader.join(timeout=60)
+    assert not reloader.is_alive()
+    assert worker_b.serving.generation == 1 and "E202" in worker_b.serving.last_error
+    assert worker_b.snapshot().expert.ruleset.digest == old_digest

@@ -23,23 +23,37 @@ def test_the_bundled_rules_pass_a_trial_load():
     assert trial.errors == [] and trial.seconds < Limits().seconds
 
 
-def test_an_example_that_does_not_fire_its_rule_is_an_error_at_the_example(tmp_path):
-    """A rule whose example does not meet its condition is E207 at the example's line:column."""
+def test_an_example_that_does_not_fire_its_rule_is_a_warning_at_the_example(tmp_path):
+    """A rule whose example does not meet its condition is W306 at the example's line:column; the set runs."""
     rules = hostile.hostile_dir(tmp_path, "silent", [hostile.rule_text(
         "never-on-its-example", "params_b > 1000", example="{task: inference, model: llama-3.1-70b}")])
-    errors = trial_load(rules.directory).errors
-    assert [(d.code, str(d.location), d.rule) for d in errors] == [
-        ("E207", rules.at("{task: inference"), "never-on-its-example")]
-    assert "does not fire on its own example" in errors[0].message
+    trial = trial_load(rules.directory)
+    assert trial.errors == []
+    assert [(d.code, str(d.location), d.rule) for d in trial.diagnostics] == [
+        ("W306", rules.at("{task: inference"), "never-on-its-example")]
+    assert "does not fire on its own example" in trial.diagnostics[0].message
 
 
-def test_a_rule_that_preempts_the_others_fails_their_examples(tmp_path):
-    """A first-priority recommendation silences the rules whose examples it takes: each is reported where it is."""
+def test_a_rule_that_preempts_the_others_leaves_their_examples_behind(tmp_path):
+    """A first-priority recommendation pre-empts rules whose examples it takes: W302 says so, W306 is not repeated."""
     rules = hostile.hostile_dir(tmp_path, "preempt", [hostile.rule_text(
         "takes-everything", "task == 'inference'", 1, "1", "{task: inference, model: llama-3.1-70b}")])
+    trial = trial_load(rules.directory)
+    assert trial.errors == []
+    shadowed = {d.rule for d in trial.diagnostics if d.code == "W302"}
+    left_behind = {d.rule for d in trial.diagnostics if d.code == "W306"}
+    assert "inference-fits-one-node" in shadowed and not shadowed & left_behind
+
+
+def test_an_example_whose_answer_fails_is_an_error(tmp_path):
+    """Without any recommending rule every example fails ("no rule recommended anything"): E207 at each."""
+    rules = hostile.hostile_dir(tmp_path, "no-fallback", [hostile.rule_text("harmless", "params_b > 1")])
+    for name in ("flow.yaml", "must-scale.yaml"):
+        (rules.directory / name).write_text("rules: []\n")
+    assert check_directory(rules.directory).errors == []  # the files are fine; the answers are not
     errors = trial_load(rules.directory).errors
     assert errors and all(d.code == "E207" and d.location.line > 0 for d in errors)
-    assert "inference-fits-one-node" in {d.rule for d in errors}
+    assert "no rule recommended anything" in errors[0].message
 
 
 def test_a_trial_past_its_wall_clock_limit_is_stopped():
