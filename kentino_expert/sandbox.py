@@ -96,7 +96,10 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
 
 def _kill_session(child) -> None:
     try:
-        os.killpg(child.pid, signal.SIGKILL)  # the child leads its own session (start_new_session)
+        if hasattr(os, "killpg"):
+            os.killpg(child.pid, signal.SIGKILL)  # the child leads its own session (start_new_session)
+        else:  # pragma: no cover - no process groups (Windows): the child alone
+            child.kill()
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -174,6 +177,22 @@ def vet(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> None:
         _PASSED.add(key)
 
 
+def built(factory):
+    """factory(), with a failure that is not a KentinoError (a bug, or a rule set that breaks the
+    build in a way nothing checks) turned into a RuleFileError: a reload then refuses it (409)."""
+    from .errors import KentinoError
+    try:
+        return factory()
+    except KentinoError:
+        raise
+    except Exception as exc:
+        import logging
+        logging.getLogger("kentino_expert.service").exception("building the expert failed")
+        where = Location(str(getattr(factory, "rules_dir", None) or "rules"))
+        raise RuleFileError([Diagnostic(where, "E207", f"building the rule set failed: {type(exc).__name__}: {exc}")]
+                            ) from None
+
+
 # -- the child --------------------------------------------------------------------------------------
 
 _DOING = ["starting"]
@@ -187,10 +206,16 @@ def _say(**message) -> None:
 
 
 def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - no rlimits (Windows): the parent's wall-clock limit remains
+        return
+    for which, soft, hard in ((resource.RLIMIT_AS, memory_bytes, memory_bytes),
+                              (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1), (resource.RLIMIT_CORE, 0, 0)):
+        ceiling = resource.getrlimit(which)[1]  # a process may lower its limits, never raise them
+        if ceiling != resource.RLIM_INFINITY:
+            soft, hard = min(soft, ceiling), min(hard, ceiling)
+        resource.setrlimit(which, (soft, hard))
 
 
 def _child(rules: str, knowledge: str) -> list[Diagnostic]:

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import fastjson
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
+from .sandbox import built
 from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, facts_schema_for, input_error_message,
                          parse_body, read_limited, request_schema, split_meta, tool_definition)
 
@@ -70,7 +71,7 @@ class ExpertHolder:
         self._lock = threading.Lock()
         self.reload_file = Path(reload_file) if reload_file else None
         self._seen_mark = self._mark()
-        self.serving = Serving(_built(factory), 1, time.time())
+        self.serving = Serving(built(factory), 1, time.time())
 
     @property
     def expert(self):
@@ -109,7 +110,7 @@ class ExpertHolder:
         with self._lock:
             old = self.serving
             try:
-                new = _built(self.factory)
+                new = built(self.factory)
             except KentinoError as exc:
                 self.serving = replace(old, last_error=str(exc))
                 raise
@@ -140,21 +141,6 @@ ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cann
 
 
 # -- the app ----------------------------------------------------------------------------------------
-
-def _built(factory):
-    """factory(), with a failure that is not a KentinoError (a bug, or a rule set that breaks the
-    build in a way nothing checks) turned into a RuleFileError: a reload then refuses it (409)."""
-    try:
-        return factory()
-    except KentinoError:
-        raise
-    except Exception as exc:
-        from .diagnostics import Diagnostic
-        from .errors import Location
-        log.exception("building the expert failed")
-        raise RuleFileError([Diagnostic(Location(str(getattr(factory, "rules_dir", None) or "rules")), "E207",
-                                        f"building the rule set failed: {type(exc).__name__}: {exc}")]) from None
-
 
 def _default_factory(rules_dir=None, knowledge_dir=None):
     from .api import Expert
