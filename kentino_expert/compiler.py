@@ -345,6 +345,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
     ranges = Ranges(namespace, conclusions, policies)
     params = {name: p.value for name, p in parameters.items()}
+    ranges.learn_recommendations(rules, params)
     _check_examples(rules, knowledge, policies, params, sink)
     for policy in policies.values():
         for default in policy.defaults:

@@ -102,6 +102,7 @@ class Ranges:
 
     def __init__(self, namespace, conclusions: dict, policies: dict):
         self.namespace, self.policies = namespace, policies
+        self.recommended: dict = {}  # recommendation field -> what the rules recommend for it
         self.concluded = {}
         for name, values in conclusions.items():
             numbers = [float(v) for v in values if _number(v)]
@@ -120,8 +121,27 @@ class Ranges:
         if origin == "conclusion":
             return self.concluded.get(name, EVERYTHING)
         if origin == "recommendation":
-            return ANY_FINITE  # every numeric recommendation is proven finite
+            return self.recommended.get(name, ANY_FINITE)
         return EVERYTHING
+
+    def learn_recommendations(self, rules, params: dict) -> None:
+        """The range of each numeric recommendation field: the hull of what every rule recommends for
+        it (a value that is not proven finite is refused where it is, so it counts as any finite one)."""
+        from .typecheck import fold
+        found: dict = {}
+        for rule in rules:
+            for key, value in rule.then.recommend:
+                node = getattr(value, "node", None)
+                try:
+                    interval = (interval_of(fold(node, params), self) if node is not None
+                                else Interval(float(value), float(value), float(value).is_integer())
+                                if _number(value) else None)
+                except (Overflow, KeyError, TypeError, ValueError, ArithmeticError, RecursionError):
+                    interval = ANY_FINITE
+                if interval is not None:
+                    name = "recommended_" + key
+                    found[name] = found[name].hull(interval) if name in found else interval
+        self.recommended = found
 
 
 def _product(a: float, b: float) -> float:

@@ -141,3 +141,11 @@ def test_recommend_divided_by_a_fact_near_zero_is_refused(tmp_path):
     errors = check_directory(rules.directory).errors
     assert [(d.code, str(d.location)) for d in errors] == [("E206", rules.at("/ params_b"))]
     assert "divisor" in errors[0].message
+
+
+def test_recommendation_fields_range_over_what_the_rules_recommend(ruleset, ranges):
+    """recommended_tp spans what rules recommend for tp (1 and gpus_per_node): arithmetic on it is provable."""
+    ranges.learn_recommendations([rule.source for rule in ruleset.rules], dict(ruleset.parameter_values))
+    assert ranges.of("recommended_tp") == Interval(1.0, 16.0, True)
+    assert _value("recommended_nodes * gpus_per_node", ranges).finite
+    assert ranges.of("recommended_kind") is None  # text: no arithmetic reads it
