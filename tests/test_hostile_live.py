@@ -71,21 +71,29 @@ def _still_serving(base, digest):
     assert answer.status_code == 200 and answer.json()["ruleset"]["digest"] == digest
 
 
-def test_http_reload_of_an_attack_is_refused_in_bounded_time(tmp_path):
-    """POST /v1/admin/reload with the 500-term `or`: 409 naming it, /healthz up, the old digest answering."""
+def _attacks(root):
+    """(attack set, text its refusal holds) for each attack of the issue."""
+    return [(hostile.or_chain(root), "an `or` of 500 alternatives"), (hostile.always_true(root, 65), "65 alternatives"),
+            (hostile.overflow(root), "E206")]
+
+
+def test_http_reload_of_each_attack_is_refused_in_bounded_time(tmp_path):
+    """POST /v1/admin/reload with each attack: 409 naming it, /healthz up, the old digest answering."""
     served = tmp_path / "rules"
     shutil.copytree(bundled("rules"), served)
     process, base = _serve(tmp_path, served)
     try:
         digest = httpx.get(f"{base}/readyz").json()["digest"]
-        _swap_in(served, hostile.or_chain(tmp_path / "attack").directory)
-        refused = httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)
-        assert refused.status_code == 409
-        assert [d["code"] for d in refused.json()["diagnostics"]] == ["E202"]
-        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
-        ready = httpx.get(f"{base}/readyz", timeout=5).json()
-        assert ready["digest"] == digest and "E202" in ready["last_reload_error"]
-        _still_serving(base, digest)
+        for attack, refusal in _attacks(tmp_path / "attacks"):
+            _swap_in(served, attack.directory)
+            refused = httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)
+            assert refused.status_code == 409 and refusal in refused.json()["error"]
+            [diagnostic] = refused.json()["diagnostics"]
+            assert diagnostic["file"] == f"rules/{hostile.FILE}" and diagnostic["line"] > 0
+            assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            ready = httpx.get(f"{base}/readyz", timeout=5).json()
+            assert ready["digest"] == digest and refusal in ready["last_reload_error"]
+            _still_serving(base, digest)
     finally:
         _stop(process)
 
@@ -123,9 +131,9 @@ def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers are Linux-only")
-def test_sighup_with_two_workers_refuses_an_attack_in_both(tmp_path):
-    """`serve --workers 2`, the rules edited into the overflowing recommendation, SIGHUP: both workers refuse
-    (their /readyz shows the error), both keep answering with the old rules."""
+def test_sighup_with_two_workers_refuses_each_attack_in_both(tmp_path):
+    """`serve --workers 2`, the rules edited into each attack in turn, SIGHUP: both workers refuse (their
+    /readyz shows the error), both keep answering with the old rules."""
     served = tmp_path / "rules"
     shutil.copytree(bundled("rules"), served)
     process, base = _serve(tmp_path, served, workers=2)
@@ -136,20 +144,25 @@ def test_sighup_with_two_workers_refuses_an_attack_in_both(tmp_path):
                 pids.add(client.get(f"{base}/readyz").json()["worker_pid"])
         assert len(pids) == 2
         digest = httpx.get(f"{base}/readyz").json()["digest"]
-        _swap_in(served, hostile.overflow(tmp_path / "attack").directory)
-        process.send_signal(signal.SIGHUP)
-        deadline, states = time.monotonic() + REFUSAL_SECONDS, {}
-        while time.monotonic() < deadline:
-            with httpx.Client(timeout=10) as client:  # a new connection each time: both workers are reached
-                state = client.get(f"{base}/readyz").json()
-            states[state["worker_pid"]] = state
-            if len(states) == 2 and all(s["last_reload_error"] for s in states.values()):
-                break
-            time.sleep(0.1)
-        assert len(states) == 2, states
-        for state in states.values():
-            assert state["digest"] == digest and "E206" in state["last_reload_error"]
-        for _ in range(4):
-            _still_serving(base, digest)
+        for attack, refusal in _attacks(tmp_path / "attacks"):
+            _swap_in(served, attack.directory)
+            process.send_signal(signal.SIGHUP)
+            states = _both_workers(base, lambda state: refusal in (state["last_reload_error"] or ""))
+            assert all(state["digest"] == digest and state["generation"] == 1 for state in states.values())
+            for _ in range(4):
+                _still_serving(base, digest)
     finally:
         _stop(process)
+
+
+def _both_workers(base, predicate) -> dict:
+    """worker pid -> /readyz of each of the two workers, once both meet `predicate` (or the time is up)."""
+    deadline, states = time.monotonic() + REFUSAL_SECONDS, {}
+    while time.monotonic() < deadline:
+        with httpx.Client(timeout=10) as client:  # a new connection each time: both workers are reached
+            state = client.get(f"{base}/readyz").json()
+        states[state["worker_pid"]] = state
+        if len(states) == 2 and all(predicate(s) for s in states.values()):
+            return states
+        time.sleep(0.1)
+    raise AssertionError(f"both workers did not refuse: {states}")
