@@ -29,15 +29,25 @@ class CheckReport:
         return f"{len(self.errors)} error(s), {len(self.warnings)} warning(s)"
 
 
-def check_directory(rules_dir=None, knowledge_dir=None) -> CheckReport:
-    """Check a rule directory; knowledge problems are reported as diagnostics too."""
+def check_directory(rules_dir=None, knowledge_dir=None, sandbox=None, keep: list | None = None) -> CheckReport:
+    """Check a rule directory; knowledge problems are reported as diagnostics too.
+
+    With `sandbox` (sandbox.Limits) the check runs in a child process that also builds the engine
+    and answers every rule's example, so a rule set the engine hangs or crashes on is an E207
+    error, not a hung check. `keep` receives (ruleset, knowledge) when the rule set compiles.
+    """
+    if sandbox is not None:
+        from .sandbox import trial_load
+        return CheckReport(tuple(trial_load(rules_dir, knowledge_dir, sandbox).diagnostics))
     try:
         knowledge = load_knowledge(knowledge_dir or bundled("knowledge"))
     except KnowledgeError as exc:
         return CheckReport((Diagnostic(exc.location or Location(str(knowledge_dir)), "E001", exc.message),))
     sink = DiagnosticSink()
     try:
-        compile_ruleset(rules_dir or bundled("rules"), knowledge, sink)
+        ruleset = compile_ruleset(rules_dir or bundled("rules"), knowledge, sink)
+        if keep is not None:
+            keep.append((ruleset, knowledge))
     except RuleFileError:
         pass
     except RecursionError:

@@ -185,7 +185,7 @@ def _used_names(rules, parameters_holder) -> set:
 
 
 def analyse(rules, parameters, knowledge, namespace, sink) -> None:
-    """Add the W3xx warnings (and E201 engine-shape errors) of a compiled rule set to `sink`."""
+    """Add the W3xx warnings (and the E2xx engine-shape errors) of a compiled rule set to `sink`."""
     _PARAM_VALUES.clear()
     _PARAM_VALUES.update({name: p.value for name, p in parameters.items()})
     used = _used_names(rules, parameters)
@@ -203,7 +203,7 @@ def analyse(rules, parameters, knowledge, namespace, sink) -> None:
     _inversions(rules, namespace, sink)
     from .durable_terms import shape_problems
     for problem in shape_problems(rules):
-        sink.error(_shape_location(problem), "E201", problem.message, rule=problem.rule.id)
+        sink.error(_shape_location(problem), problem.code, problem.message, rule=problem.rule.id)
 
 
 def _shape_location(problem):

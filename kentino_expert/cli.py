@@ -85,10 +85,12 @@ def rules_group():
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def rules_check(rules_dir, knowledge_dir, strict, fmt):
-    """Load, validate and compile the rules; report every problem as file:line:col."""
+    """Load, validate and compile the rules, then build the engine and answer each rule's example in a
+    sandbox (KENTINO_SANDBOX_SECONDS, KENTINO_SANDBOX_MEMORY_MB); report every problem as file:line:col."""
     from .checking import check_directory
+    from .sandbox import Limits
     try:
-        report = check_directory(rules_dir, knowledge_dir)
+        report = check_directory(rules_dir, knowledge_dir, sandbox=Limits.from_env())
     except KentinoError as exc:
         raise UserError(str(exc)) from None
     if fmt == "json":

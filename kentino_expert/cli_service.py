@@ -96,9 +96,13 @@ def _serve_one(sock, host: str, port: int, options: dict, log, log_level: str, l
         raise SystemExit(3)
 
 
-def _expert(rules_dir, knowledge_dir):
+def _expert(rules_dir, knowledge_dir, vet: bool = False):
+    """The Expert, or UserError; with `vet`, only after a trial load in a sandbox (sandbox.vet)."""
     from .api import Expert
     try:
+        if vet:
+            from .sandbox import vet as trial
+            trial(rules_dir, knowledge_dir)
         expert = Expert(rules_dir, knowledge_dir)
     except KentinoError as exc:
         raise UserError(str(exc)) from None
@@ -163,7 +167,7 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_
     if not is_loopback(host) and not (read_token or admin_token):
         click.echo(f"warning: on {host} the decision log is readable by anyone who reaches the port: set "
                    "KENTINO_READ_TOKEN (see docs/threat-model.md)", err=True)
-    expert = _expert(rules_dir, knowledge_dir)  # refuse to start on a broken rule set, with its diagnostics
+    expert = _expert(rules_dir, knowledge_dir, vet=True)  # refuse to start on a broken rule set, with its diagnostics
     log = _log(db)
     if workers == 1:
         sock = _bound_socket(host, port)

@@ -15,6 +15,7 @@ from .diagnostics import Diagnostic, DiagnosticSink
 from .errors import Location, RuleFileError, did_you_mean
 from .knowledge import Knowledge
 from .names import Namespace, build_namespace, catalog_of, recommendation_key, reserved_kind, warning_key
+from .ranges import Ranges, check_finite
 from .rulefile import (SPECIAL_FILES, Condition, Rule, read_fact_policies,
                        read_parameters, read_rule_file, read_rules)
 from .typecheck import BOOL, NUMBER, TEXT, check_condition, check_value_expression, fold, oversized_constant
@@ -265,14 +266,13 @@ def _guard(rule: Rule) -> tuple[ast.Node, ...]:
     return tuple(ast.Not(0, ast.Exists(0, ast.Name(0, name))) for name in names)
 
 
-def _compile_rule(rule: Rule, order: int, namespace, params, sink, display_of) -> CompiledRule:
+def _compile_rule(rule: Rule, order: int, namespace, params, sink, ranges: Ranges) -> CompiledRule:
     conditions, reads = [], []
     for condition in rule.when:
         where = lambda offset, c=condition: condition_column(c, offset)
-        check_condition(condition.node, namespace, sink, rule.id, where)
+        conditions.append(_checked_condition(condition, namespace, params, sink, ranges, rule.id))
         reads += [n.id for n in ast.names_in(condition.node) if namespace.origins.get(n.id) != "parameter"]
-        conditions.append(fold(condition.node, params))
-    recommend = [(key, _recommend_value(rule, key, value, namespace, params, sink))
+    recommend = [(key, _recommend_value(rule, key, value, namespace, params, sink, ranges))
                  for key, value in rule.then.recommend]
     if rule.because:
         check_template(rule.because, rule.locations.get("because", rule.location), namespace, sink, rule.id, "because")
@@ -286,18 +286,33 @@ def _compile_rule(rule: Rule, order: int, namespace, params, sink, display_of) -
 
 
 
-def _recommend_value(rule, key, value, namespace, params, sink):
-    """A recommend field checked and folded; numeric fields become integers in every answer."""
+def _checked_condition(condition: Condition, namespace, params, sink, ranges, rule_id):
+    """A condition type-checked and folded; its arithmetic proven finite (E206) when it type-checks."""
+    where = lambda offset: condition_column(condition, offset)
+    errors = len(sink.errors)
+    check_condition(condition.node, namespace, sink, rule_id, where)
+    folded = fold(condition.node, params)
+    if len(sink.errors) == errors:
+        check_finite(folded, ranges, sink, rule_id, where, "the condition")
+    return folded
+
+
+def _recommend_value(rule, key, value, namespace, params, sink, ranges):
+    """A recommend field checked and folded; numeric fields become integers in every answer, so their
+    value must be a finite number over the ranges of its names (E206)."""
     if not isinstance(value, Condition):
         return value
     where = lambda offset, c=value: condition_column(c, offset)
     numeric = namespace.type_of(recommendation_key(key)) == NUMBER
+    errors = len(sink.errors)
     check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=numeric)
     folded = fold(value.node, params)
     huge = oversized_constant(folded)
     if huge is not None:
         sink.error(where(huge.pos), "E003", f"recommend.{key}: a constant here is not a finite number once "
                    "parameters are folded in", rule=rule.id)
+    elif len(sink.errors) == errors:
+        check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
     return folded
 
 
@@ -328,15 +343,18 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     _check_identity(rules, knowledge, sink)
     _check_conclusion_names(rules, parameters, sink)
     _check_warning_codes(rules, sink)
-    namespace = build_namespace(parameters, _conclusions(rules), catalog_of(knowledge))
+    conclusions = _conclusions(rules)
+    namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
+    ranges = Ranges(namespace, conclusions, policies)
     params = {name: p.value for name, p in parameters.items()}
+    ranges.learn_recommendations(rules, params)
     _check_examples(rules, knowledge, policies, params, sink)
     for policy in policies.values():
         for default in policy.defaults:
             if default.when:
-                check_condition(default.when.node, namespace, sink, None, lambda o, c=default.when: condition_column(c, o))
+                _checked_condition(default.when, namespace, params, sink, ranges, None)
     ranked = sorted(enumerate(rules), key=lambda pair: (pair[1].priority, pair[0]))
-    compiled = tuple(_compile_rule(rule, order, namespace, params, sink, None)
+    compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
                      for order, (_, rule) in enumerate(ranked, start=1))
     from .checks import analyse
     analyse(compiled, parameters, knowledge, namespace, sink)

@@ -9,6 +9,7 @@ from .errors import EngineError
 from .evaluate import truth_of
 from .facts import INFERENCE_TASKS, PRECISIONS, TASKS, Workload
 from .knowledge import GpuSpec, Knowledge, LinkSpec, ModelSpec
+from .ranges import figure_range
 from .scaling import calibrated_model
 
 NUMBER, BOOL, TEXT = "number", "bool", "string"
@@ -209,15 +210,22 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
             _full_node_figures(values, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
-    return {name: sizing.Figure(name, _round(value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
+    return {name: sizing.Figure(name, _checked(name, value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
             for name, value in values.items()}
 
 
-def _round(value):
+def _checked(name: str, value):
+    """The figure rounded to 6 digits, within its declared range (ranges.py): `rules check` proves
+    the rules' arithmetic finite over those ranges, so a figure outside one is refused here."""
     if isinstance(value, float):
         if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
             raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
-        return float(f"{value:.6g}")
+        value = float(f"{value:.6g}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = figure_range(name)
+        if not low <= value <= high:
+            raise EngineError(f"figure {name} came out as {value:g}, outside its declared range {low:g}..{high:g} "
+                              "(kentino_expert/ranges.py): check knowledge/ and the facts")
     return value
 
 

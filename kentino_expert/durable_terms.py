@@ -272,12 +272,23 @@ def _membership(node: ast.In, negate: bool):
     return {"$and": differ} if differ else {"$ex": {name: 1}}
 
 
-def translate(node, negate: bool = False, depth: int = 0):
-    """AST condition -> durable term (negation pushed down; None means always true)."""
+def translate(node, negate: bool = False, depth: int = 0, origins: dict | None = None):
+    """AST condition -> durable term (negation pushed down; None means always true).
+
+    With `origins`, each term made from an AST node is recorded as id(term) -> (offset, term), so
+    that a limit the term breaks is reported at its column (the term is kept so its id stays unique).
+    """
+    term = _translate(node, negate, depth, origins)
+    if origins is not None and isinstance(term, dict):
+        origins.setdefault(id(term), (node.pos, term))
+    return term
+
+
+def _translate(node, negate, depth, origins):
     if depth > MAX_DEPTH:
         raise ShapeError(f"conditions nest deeper than {MAX_DEPTH} and/or levels", node.pos)
     if isinstance(node, ast.Not):
-        return translate(node.operand, not negate, depth)
+        return translate(node.operand, not negate, depth, origins)
     if isinstance(node, ast.Compare):
         return _compare(node, negate)
     if isinstance(node, ast.In):
@@ -292,7 +303,7 @@ def translate(node, negate: bool = False, depth: int = 0):
         return None if node.value != negate else _IMPOSSIBLE
     if isinstance(node, (ast.And, ast.Or)):
         conjunctive = isinstance(node, ast.And) != negate
-        terms = [translate(item, negate, depth + 1) for item in node.items]
+        terms = [translate(item, negate, depth + 1, origins) for item in node.items]
         if conjunctive:
             kept = [part for t in terms if t is not None for part in _conjuncts(t)]
             return {"$and": kept} if len(kept) > 1 else (kept[0] if kept else None)
@@ -307,24 +318,40 @@ def _conjuncts(term) -> list:
     return term["$and"] if set(term) == {"$and"} else [term]
 
 
-def rule_pattern(rule, group: str) -> dict:
+def rule_terms(rule, group: str, origins: dict | None = None) -> list:
+    """The terms of a rule's pattern (one flat `$and`); with `origins`, id(term) -> ((condition
+    index, offset), term) for the terms made from the rule's own conditions."""
     terms = [{"t": group}]
-    for condition in rule.conditions:
-        term = translate(condition)
-        if term is not None:
-            terms.extend(_conjuncts(term))
-    return {"pri": rule.order, "all": [{"m": {"$and": terms}}]}
+    for index, condition in enumerate(rule.conditions):
+        local = {} if origins is not None else None
+        term = translate(condition, origins=local)
+        if term is None:
+            continue
+        parts = _conjuncts(term)
+        if origins is not None:
+            for key, (pos, kept) in local.items():
+                origins[key] = ((index, pos), kept)
+            for part in parts:
+                origins.setdefault(id(part), ((index, condition.pos), part))
+        terms.extend(parts)
+    return terms
+
+
+def rule_pattern(rule, group: str) -> dict:
+    return {"pri": rule.order, "all": [{"m": {"$and": rule_terms(rule, group)}}]}
 
 
 @dataclass(frozen=True)
 class ShapeProblem:
     """A rule the engine would refuse: which condition (index into `rule.conditions`, None for the
-    whole rule set) and the offset in it, so `rules check` can point at the culprit's column."""
+    whole rule set) and the offset in it, so `rules check` can point at the culprit's column; `code`
+    says which limit (diagnostics.CODES)."""
 
     rule: object
     message: str
     condition: int | None = None
     pos: int = 0
+    code: str = "E201"
 
 
 def _condition_problem(rule, index, condition):
@@ -338,17 +365,31 @@ def _condition_problem(rule, index, condition):
     return None
 
 
-def shape_problems(rules) -> list[ShapeProblem]:
-    """Every rule the engine would refuse, with where; used by `rules check` and the engine."""
+def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
+    """Every rule the engine would refuse, with where; used by `rules check` and the engine.
+
+    With `network`, also what each rule compiles to in durable-rules' network, measured against the
+    core's limits (durable_net): the engine itself packs rules into groups within them.
+    """
     problems = []
     for rule in rules:
-        for index, condition in enumerate(rule.conditions):
-            problem = _condition_problem(rule, index, condition)
-            if problem:
-                problems.append(problem)
-                break
+        problem = next(filter(None, (_condition_problem(rule, index, condition)
+                                     for index, condition in enumerate(rule.conditions))), None)
+        if problem:
+            problems.append(problem)
+        elif network:
+            problems += network_problems(rule)
     names = {name for rule in rules for name in list(rule.reads) + list(rule.writes)}
     if len(names) > MAX_PROPERTIES - 100 and rules:
         problems.append(ShapeProblem(rules[0], f"the rule set uses {len(names)} distinct names; one fact holds "
                                      f"at most {MAX_PROPERTIES} properties with the facts and figures"))
     return problems
+
+
+def network_problems(rule) -> list[ShapeProblem]:
+    """The limits of durable-rules' network that this rule goes beyond on its own."""
+    from .durable_net import rule_excesses
+    origins: dict = {}
+    terms = rule_terms(rule, "g0", origins)[1:]
+    return [ShapeProblem(rule, excess.message, *(excess.origin or (None, 0)), excess.code)
+            for excess in rule_excesses(terms, origins)]

@@ -7,24 +7,26 @@ Built on the measured defects of durable-rules 2.0.28 (see README, "The engine")
   which no action ever started) and is deleted at the end (live sessions leak ~450 KB each);
 - actions are ours, run between C calls, so their exceptions reach the caller;
 - one state fact per group, no joins: the join defects (heap overflow, silently skipped
-  cross-fact terms) cannot be reached; groups of at most 64 rules keep the alpha fan-out under
-  the engine's limit, and chunks keep each ruleset under its rule limit;
+  cross-fact terms) cannot be reached; rules are packed into groups of at most 64 whose network
+  stays within the core's limits (durable_net: conditions under one node, the 64-entry matching
+  stack, the conditions one assert walks), and chunks keep each ruleset under its rule limit;
 - values are encoded without exponents, huge ints as floats, strings ASCII-escaped on both sides.
 """
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import threading
 
 import durable_rules_engine as _dre
 
-from .durable_terms import ENGINE_NAMES, encode, encode_members, pattern_names, rule_pattern, shape_problems
+from .durable_net import Unrunnable, pack
+from .durable_terms import ENGINE_NAMES, encode, encode_members, pattern_names, rule_pattern, rule_terms, shape_problems
 from .errors import EngineError
 
-GROUP_RULES = 64       # one fact may match at most 64 sibling conditions (error 303)
+GROUP_RULES = 64       # rules per fact group at most (fewer when the network limits say so)
 CHUNK_RULES = 1024     # a ruleset holds at most 4,096 rules; session cost grows with the count
+CHUNK_GROUPS = 64      # fact groups per ruleset: each is one more assert per step
 BOOT = "__boot__"
 
 
@@ -63,16 +65,34 @@ class CoreTimer:
 
 
 
+def layout(rules, chunk_rules: int = CHUNK_RULES) -> list[list[list]]:
+    """Chunks of fact groups of rules, in rule order: groups within the core's network limits."""
+    try:
+        members = pack([rule_terms(rule, "g")[1:] for rule in rules], GROUP_RULES)
+    except Unrunnable as exc:
+        rule = rules[exc.index]
+        raise EngineError(f"{rule.location}: rule '{rule.id}': {exc.excesses[0].message}") from None
+    chunks, size = [], 0
+    for group in ([rules[i] for i in indices] for indices in members):
+        if not chunks or size + len(group) > chunk_rules or len(chunks[-1]) >= CHUNK_GROUPS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(group)
+        size += len(group)
+    return chunks or [[]]
+
+
 class _Chunk:
-    """One durable ruleset: a band of consecutive-priority rules, in groups of GROUP_RULES."""
+    """One durable ruleset: a band of consecutive-priority rules in fact groups (see `layout`)."""
 
     _names = itertools.count()
 
-    def __init__(self, rules):
-        self.groups = [f"g{index}" for index in range(math.ceil(len(rules) / GROUP_RULES))]
+    def __init__(self, groups):
+        self.groups = [f"g{index}" for index in range(len(groups))]
         definition = {BOOT: {"pri": 0, "all": [{"m": {"t": BOOT}}]}}
-        for index, rule in enumerate(rules):
-            definition[rule.id] = rule_pattern(rule, self.groups[index // GROUP_RULES])
+        for group, rules in zip(self.groups, groups):
+            for rule in rules:
+                definition[rule.id] = rule_pattern(rule, group)
         # only what a condition reads is sent to the engine: the C core parses less per assert
         self.reads = pattern_names([term["m"] for p in definition.values() for term in p["all"]]) - set(ENGINE_NAMES)
         self.name = f"kentino{next(self._names)}"
@@ -101,13 +121,18 @@ class DurableEngine:
     """Runs a compiled rule set on durable-rules, synchronously, one session per evaluation."""
 
     def __init__(self, ruleset, chunk_rules: int = CHUNK_RULES):
-        problems = shape_problems(ruleset.rules)
+        problems = shape_problems(ruleset.rules, network=False)  # the network is checked by `layout`
         if problems:
             problem = problems[0]
             raise EngineError(f"{problem.rule.location}: rule '{problem.rule.id}': {problem.message}")
-        rules = list(ruleset.rules)
         self.ruleset = ruleset
-        self._chunks = [_Chunk(rules[i:i + chunk_rules]) for i in range(0, len(rules), chunk_rules)] or [_Chunk([])]
+        self._chunks = []
+        try:
+            for groups in layout(list(ruleset.rules), chunk_rules):
+                self._chunks.append(_Chunk(groups))
+        except BaseException:
+            self.close()
+            raise
         self._reads = frozenset().union(*(chunk.reads for chunk in self._chunks))
         self._sessions = itertools.count(1)
         self._lock = threading.Lock()

@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import DecisionLogError, InputError, KentinoError, RuleFileError
+from .sandbox import built
 from .service_guard import Access, Guard, document_access
 from .service_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, facts_schema_for,
                          input_error_message, read_limited, request_schema, tool_definition)
@@ -67,7 +68,7 @@ class ExpertHolder:
         self._lock = threading.Lock()
         self.reload_file = Path(reload_file) if reload_file else None
         self._seen_mark = self._mark()
-        self.serving = Serving(factory(), 1, time.time())
+        self.serving = Serving(built(factory), 1, time.time())
 
     @property
     def expert(self):
@@ -80,27 +81,33 @@ class ExpertHolder:
             return None
 
     def snapshot(self) -> Serving:
-        """The state to use for one whole request (later swaps do not affect it)."""
+        """The state to use for one whole request (later swaps do not affect it). A reload signalled
+        by another worker runs in a thread of its own: its trial load can take up to the sandbox's
+        limit, and the request (on the event loop) is answered by the current rules meanwhile."""
         if self.reload_file is not None:
             mark = self._mark()
             if mark != self._seen_mark:
                 self._seen_mark = mark
-                try:
-                    self.reload(propagate=False)
-                except KentinoError as exc:
-                    log.error("reload signalled by another worker refused: %s", exc)
+                threading.Thread(target=self._signalled_reload, name="kentino-reload", daemon=True).start()
         return self.serving
+
+    def _signalled_reload(self) -> None:
+        try:
+            self.reload(propagate=False)
+        except KentinoError as exc:
+            log.error("reload signalled by another worker refused: %s", exc)
 
     def current(self):
         """The expert to use for one whole request."""
         return self.snapshot().expert
 
     def reload(self, propagate: bool = True) -> dict:
-        """Build a new expert from the same factory; raise its KentinoError and keep the old one if it fails."""
+        """Build a new expert from the same factory; raise its KentinoError (any other failure of the
+        build becomes one) and keep the old one if it fails."""
         with self._lock:
             old = self.serving
             try:
-                new = self.factory()
+                new = built(self.factory)
             except KentinoError as exc:
                 self.serving = replace(old, last_error=str(exc))
                 raise
@@ -137,9 +144,12 @@ ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cann
 
 def _default_factory(rules_dir=None, knowledge_dir=None):
     from .api import Expert
+    from .sandbox import vet
 
     def build():
+        vet(rules_dir, knowledge_dir)  # a trial load in a child process first: a hang or crash is refused there
         return Expert(rules_dir, knowledge_dir)
+    build.rules_dir = rules_dir
     return build
 
 

@@ -221,7 +221,8 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
 
     def client():
         with httpx.Client(base_url=base, timeout=30) as http:
-            for _ in range(MAX_REQUESTS_PER_THREAD):
+            # until stopped: a reload first tries the new rules in a sandbox, so the load must outlast it
+            for _ in range(MAX_REQUESTS_PER_THREAD * 8):
                 if stop.is_set():
                     return
                 try:

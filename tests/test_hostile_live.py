@@ -1,0 +1,168 @@
+"""A real server (`kentino-expert serve`) told to reload a hostile rule set, by POST /v1/admin/reload and by
+SIGHUP with two workers: refused in bounded time, /healthz answering throughout, the old rules serving,
+/readyz showing the error. A set too slow for the sandbox's limit is stopped there, not in the server."""
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+httpx = pytest.importorskip("httpx", reason="the live test drives the server with httpx")
+pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
+
+import hostile_rules as hostile  # noqa: E402
+from kentino_expert.benchgen import generated_rules_dir  # noqa: E402
+from kentino_expert.paths import bundled  # noqa: E402
+
+if not hasattr(signal, "SIGHUP"):  # pragma: no cover
+    pytest.skip("needs POSIX signals", allow_module_level=True)
+
+CHAT = {"task": "inference", "model": "llama-3.1-70b"}
+REFUSAL_SECONDS = 60  # a hard bound on a refused reload (it never returned before)
+
+
+def _serve(tmp_path, rules, workers=1, **env):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    import os
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
+         "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, **env})
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("server did not become ready within 60 s")
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(timeout=10)
+    process.stderr.close()
+
+
+def _swap_in(served, new_set_dir):
+    shutil.rmtree(served)
+    shutil.copytree(new_set_dir, served)
+
+
+def _still_serving(base, digest):
+    answer = httpx.post(f"{base}/v1/recommend", json=CHAT, timeout=30)
+    assert answer.status_code == 200 and answer.json()["ruleset"]["digest"] == digest
+
+
+def _attacks(root):
+    """(attack set, text its refusal holds) for each attack of the issue."""
+    return [(hostile.or_chain(root), "an `or` of 500 alternatives"), (hostile.always_true(root, 65), "65 alternatives"),
+            (hostile.overflow(root), "E206")]
+
+
+def test_http_reload_of_each_attack_is_refused_in_bounded_time(tmp_path):
+    """POST /v1/admin/reload with each attack: 409 naming it, /healthz up, the old digest answering."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    process, base = _serve(tmp_path, served)
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        for attack, refusal in _attacks(tmp_path / "attacks"):
+            _swap_in(served, attack.directory)
+            refused = httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)
+            assert refused.status_code == 409 and refusal in refused.json()["error"]
+            [diagnostic] = refused.json()["diagnostics"]
+            assert diagnostic["file"] == f"rules/{hostile.FILE}" and diagnostic["line"] > 0
+            assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            ready = httpx.get(f"{base}/readyz", timeout=5).json()
+            assert ready["digest"] == digest and refusal in ready["last_reload_error"]
+            _still_serving(base, digest)
+    finally:
+        _stop(process)
+
+
+def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers(tmp_path):
+    """A 4,000-rule set takes far longer than a 5 s sandbox limit: the reload is a 409 (E207) after ~5 s, and
+    /healthz and /v1/recommend answer while the trial runs."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    slow = generated_rules_dir(tmp_path / "slow", 4000)
+    process, base = _serve(tmp_path, served, KENTINO_SANDBOX_SECONDS="5")
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        _swap_in(served, slow)
+        result = {}
+        reload = threading.Thread(target=lambda: result.update(
+            response=httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)))
+        reload.start()
+        answered = 0
+        while reload.is_alive():
+            assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            _still_serving(base, digest)
+            answered += 1
+            time.sleep(0.2)
+        reload.join()
+        assert answered > 0
+        refused = result["response"]
+        assert refused.status_code == 409
+        [diagnostic] = refused.json()["diagnostics"]
+        assert diagnostic["code"] == "E207" and "did not finish within 5 s" in diagnostic["message"]
+        assert "E207" in httpx.get(f"{base}/readyz").json()["last_reload_error"]
+        _still_serving(base, digest)
+    finally:
+        _stop(process)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers are Linux-only")
+def test_sighup_with_two_workers_refuses_each_attack_in_both(tmp_path):
+    """`serve --workers 2`, the rules edited into each attack in turn, SIGHUP: both workers refuse (their
+    /readyz shows the error), both keep answering with the old rules."""
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    process, base = _serve(tmp_path, served, workers=2)
+    try:
+        deadline, pids = time.monotonic() + 60, set()
+        while len(pids) < 2 and time.monotonic() < deadline:  # SIGHUP only once both workers serve
+            with httpx.Client(timeout=10) as client:
+                pids.add(client.get(f"{base}/readyz").json()["worker_pid"])
+        assert len(pids) == 2
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        for attack, refusal in _attacks(tmp_path / "attacks"):
+            _swap_in(served, attack.directory)
+            process.send_signal(signal.SIGHUP)
+            states = _both_workers(base, lambda state: refusal in (state["last_reload_error"] or ""))
+            assert all(state["digest"] == digest and state["generation"] == 1 for state in states.values())
+            for _ in range(4):
+                _still_serving(base, digest)
+    finally:
+        _stop(process)
+
+
+def _both_workers(base, predicate) -> dict:
+    """worker pid -> /readyz of each of the two workers, once both meet `predicate` (or the time is up)."""
+    deadline, states = time.monotonic() + REFUSAL_SECONDS, {}
+    while time.monotonic() < deadline:
+        with httpx.Client(timeout=10) as client:  # a new connection each time: both workers are reached
+            state = client.get(f"{base}/readyz").json()
+        states[state["worker_pid"]] = state
+        if len(states) == 2 and all(predicate(s) for s in states.values()):
+            return states
+        time.sleep(0.1)
+    raise AssertionError(f"both workers did not refuse: {states}")

@@ -1,0 +1,192 @@
+"""Rule sets written to break the engine (issue 9): each attack is refused by `rules check`, `recommend`
+and `serve` with a located one-line error and exit 2, in bounded time; generated hostile rule files are
+refused with a located diagnostic or run every example inside the sandbox's limits."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import hostile_rules as hostile
+from kentino_expert.checking import check_directory
+from kentino_expert.sandbox import Limits
+
+ATTACK_SECONDS = 90  # a hard timeout on each command run against an attack (they hung forever before)
+
+
+def _run(*args, timeout=ATTACK_SECONDS, cwd=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "kentino_expert", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, input=stdin)
+
+
+def _attacks(tmp_path):
+    """(name, rule directory, code, file:line:col) of each attack of the issue."""
+    chain, always, overflow = hostile.or_chain(tmp_path), hostile.always_true(tmp_path, 65), hostile.overflow(tmp_path)
+    return [("or-chain", chain, "E202", chain.at("params_b == 0", 9)),
+            ("always-true-65", always, "E202", always.at("params_b > -1", 9)),
+            ("overflow", overflow, "E206", overflow.at("params_b * 1e308", 9))]
+
+
+@pytest.fixture(scope="module")
+def attacks(tmp_path_factory):
+    return _attacks(tmp_path_factory.mktemp("attacks"))
+
+
+@pytest.mark.parametrize("index", range(3), ids=["or-chain", "always-true-65", "overflow"])
+def test_rules_check_refuses_each_attack_at_its_column(attacks, index):
+    """`rules check` exits 2 with one error, its code, at the file:line:col of the culprit."""
+    _, rules, code, where = attacks[index]
+    done = _run("rules", "check", "--rules", str(rules.directory), "--format", "json", cwd=rules.directory.parent)
+    assert done.returncode == 2, done.stderr
+    errors = [d for d in json.loads(done.stdout) if d["severity"] == "error"]
+    assert [(d["code"], f"{d['file']}:{d['line']}:{d['column']}") for d in errors] == [(code, where)]
+
+
+@pytest.mark.parametrize("index", range(3), ids=["or-chain", "always-true-65", "overflow"])
+def test_recommend_refuses_each_attack_in_one_line(attacks, index):
+    """`recommend --rules BAD` exits 2 with one line on stderr naming the culprit, instead of spinning."""
+    _, rules, code, where = attacks[index]
+    done = _run("recommend", "--rules", str(rules.directory), "-", stdin="task: inference\nmodel: llama-3.1-70b\n",
+                cwd=rules.directory.parent)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and where in lines[0] and code in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("index", range(3), ids=["or-chain", "always-true-65", "overflow"])
+def test_serve_refuses_to_start_on_each_attack(attacks, index, tmp_path):
+    """`serve --rules BAD` exits 2 with one line naming the culprit instead of hanging at start."""
+    _, rules, code, where = attacks[index]
+    done = _run("serve", "--rules", str(rules.directory), "--port", "0", "--db", str(tmp_path / "d.db"),
+                cwd=rules.directory.parent)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and where in lines[0] and code in lines[0], done.stderr
+
+
+def test_always_true_or_beside_other_rules_now_answers(tmp_path):
+    """55 always-true `or` terms (error 303 on every request before) get a fact group of their own: answers come."""
+    rules = hostile.always_true(tmp_path, 55)
+    done = _run("recommend", "--rules", str(rules.directory), "--format", "json", "-",
+                stdin="task: inference\nmodel: llama-3.1-70b\n")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert "always-true-or" in [step["rule"] for step in answer["trace"]]
+    assert answer["recommendation"]["kind"] == "single-node"
+
+
+def test_two_stacked_always_true_ors_are_error_303_refused(tmp_path):
+    """Two always-true `or`s of 40 in one rule would leave ~80 conditions pending (error 303): E203 at the first."""
+    first = " or ".join(f"params_b > -{i + 1}" for i in range(40))
+    second = " or ".join(f"concurrency > -{i + 1}" for i in range(40))
+    rules = hostile.hostile_dir(tmp_path, "stacked", [hostile.rule_text("stacked-ors", f"({first}) and ({second})")])
+    report = check_directory(rules.directory)
+    assert [(d.code, str(d.location)) for d in report.errors] == [("E203", rules.at("params_b > -1", 9))]
+
+
+def test_chained_ors_that_multiply_are_refused(tmp_path):
+    """Seven groups of three always-true alternatives walk 3^7 paths per fact: E204, not seconds per request."""
+    group = "(params_b > -1 or params_b > -2 or params_b > -3)"
+    rules = hostile.hostile_dir(tmp_path, "chained", [hostile.rule_text("chained-ors", " and ".join([group] * 7))])
+    report = check_directory(rules.directory)
+    assert [(d.code, str(d.location)) for d in report.errors] == [("E204", rules.at("params_b > -1", 9))]
+
+
+def test_sixteen_or_groups_are_refused(tmp_path):
+    """A rule whose pattern holds 16 and/or groups (error 113 when built) is E205."""
+    terms = " and ".join(f"(concurrency == {i} or concurrency == {i + 100})" for i in range(15))
+    rules = hostile.hostile_dir(tmp_path, "groups", [hostile.rule_text("many-groups", terms)])
+    assert [d.code for d in check_directory(rules.directory).errors] == ["E205"]
+
+
+def test_huge_but_finite_recommendation_answers(tmp_path):
+    """`params_b * 1e300` is finite over params_b's range: it passes, and the answer carries the whole number."""
+    rules = hostile.hostile_dir(tmp_path, "huge", [hostile.rule_text(
+        "huge-nodes", "concurrency == 12345", 1, "params_b * 1e300",
+        "{task: inference, model: llama-3.1-70b, concurrency: 12345}")])
+    assert check_directory(rules.directory).errors == []
+    done = _run("recommend", "--rules", str(rules.directory), "--format", "json", "-",
+                stdin="task: inference\nmodel: llama-3.1-70b\nconcurrency: 12345\n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["recommendation"]["nodes"] == int(70.6 * 1e300)
+
+
+# -- generated hostile rule files ---------------------------------------------------------------------
+
+_NUMBERS = ["params_b", "concurrency", "context_tokens", "qps", "weights_fraction_fp8", "node_vram_gb"]
+_CONSTANTS = st.sampled_from([0, 1, -1, 7, 1e-300, 1e300, 1.7e308, -1.7e308, 2 ** 70, 123456789012345678901234567890])
+_OPS = st.sampled_from(["==", "!=", ">", ">=", "<", "<="])
+
+
+def _literal(value) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+@st.composite
+def _term(draw):
+    return f"{draw(st.sampled_from(_NUMBERS))} {draw(_OPS)} {_literal(draw(_CONSTANTS))}"
+
+
+@st.composite
+def _condition(draw):
+    shape = draw(st.sampled_from(["or-chain", "and-chain", "nested", "always-true", "chained-ors", "mixed"]))
+    if shape == "or-chain":
+        return " or ".join(draw(st.lists(_term(), min_size=1, max_size=600)))
+    if shape == "and-chain":
+        return " and ".join(draw(st.lists(_term(), min_size=1, max_size=400)))
+    if shape == "nested":
+        depth = draw(st.integers(1, 45))
+        return "(" * depth + draw(_term()) + ")" * depth
+    if shape == "always-true":
+        name = draw(st.sampled_from(_NUMBERS[:4]))
+        return " or ".join(f"{name} > -{i + 1}" for i in range(draw(st.integers(1, 300))))
+    if shape == "chained-ors":
+        width, groups = draw(st.integers(1, 5)), draw(st.integers(1, 20))
+        return " and ".join("(" + " or ".join(f"params_b > -{i + 1}" for i in range(width)) + ")"
+                            for _ in range(groups))
+    return " and ".join("(" + " or ".join(draw(st.lists(_term(), min_size=1, max_size=8))) + ")"
+                        for _ in range(draw(st.integers(1, 18))))
+
+
+@st.composite
+def _hostile_files(draw):
+    rules = [hostile.rule_text(f"hostile-{i}", draw(_condition())) for i in range(draw(st.integers(1, 70)))]
+    if draw(st.booleans()):  # huge recommend arithmetic, fired by its own example
+        factors = draw(st.lists(_CONSTANTS.map(_literal), min_size=1, max_size=4))
+        op = draw(st.sampled_from([" * ", " / ", " + ", " - "]))
+        rules.append(hostile.rule_text("hostile-arithmetic", "concurrency == 12345", 1,
+                                       "params_b" + op + op.join(factors),
+                                       "{task: inference, model: llama-3.1-70b, concurrency: 12345}"))
+    return rules
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rules=_hostile_files())
+def test_generated_hostile_rules_are_refused_where_they_are_or_run(tmp_path, rules):
+    """Each generated hostile set is refused with located errors (file:line:col in the hostile file), or the
+    sandboxed load builds it and answers every rule's example within the limit."""
+    directory = hostile.hostile_dir(tmp_path, "generated", rules)
+    report = check_directory(directory.directory, sandbox=Limits(seconds=60))
+    for error in report.errors:
+        assert error.location.file == directory.display and error.location.line > 0, str(error)
+        assert error.code != "E207" or "example" in error.message, str(error)  # no hang, no crash
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rules=_hostile_files())
+def test_what_check_accepts_the_engine_runs(tmp_path, rules):
+    """Keep only the generated rules `rules check` accepts: the sandbox then builds the set and answers every
+    example within its limits, without one error (a hang, a crash or error 303 would be an E207)."""
+    directory = hostile.hostile_dir(tmp_path, "generated", rules)
+    refused = {d.rule for d in check_directory(directory.directory).errors}
+    kept = [text for text in rules if text.split("\n", 1)[0].removeprefix("  - id: ") not in refused]
+    directory = hostile.hostile_dir(tmp_path, "accepted", kept + [hostile.rule_text("benign", "params_b > 1")])
+    report = check_directory(directory.directory, sandbox=Limits(seconds=60))
+    assert report.errors == [], [str(d) for d in report.errors]

@@ -1,0 +1,151 @@
+"""Interval analysis (kentino_expert.ranges): names' ranges from the facts' bounds and the declared figure
+ranges, arithmetic proven finite or refused (E206) at the operation that may overflow."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import hostile_rules as hostile
+from kentino_expert import expr as ast
+from kentino_expert.checking import check_directory
+from kentino_expert.compiler import compile_ruleset
+from kentino_expert.derive import FIGURE_SPECS, NUMBER, derive
+from kentino_expert.errors import EngineError
+from kentino_expert.facts import validate_facts
+from kentino_expert.knowledge import load_knowledge
+from kentino_expert.paths import bundled
+from kentino_expert.ranges import FIGURE_MAX, Interval, Overflow, Ranges, fact_range, figure_range, interval_of
+from kentino_expert.typecheck import fold
+
+
+@pytest.fixture(scope="module")
+def ruleset():
+    return compile_ruleset(bundled("rules"), load_knowledge(bundled("knowledge")))
+
+
+@pytest.fixture(scope="module")
+def ranges(ruleset):
+    from kentino_expert.compiler import _conclusions
+    return Ranges(ruleset.namespace, _conclusions([rule.source for rule in ruleset.rules]), ruleset.fact_policies)
+
+
+def _value(text, ranges, params=None):
+    return interval_of(fold(ast.parse(text), params or {}), ranges)
+
+
+def test_fact_ranges_come_from_the_input_schema():
+    """A fact's range is its validation bounds (integers flagged), the flattened proposed_build included."""
+    assert fact_range("params_b") == Interval(0.0, 100_000.0, False)
+    assert fact_range("gpus_per_node") == Interval(1.0, 16.0, True)
+    assert fact_range("proposed_nodes") == Interval(1.0, 4096.0, True)
+    assert fact_range("training_tokens") == Interval(0.0, 1e16, False)
+    assert fact_range("task") is None
+
+
+def test_a_default_outside_the_bounds_widens_the_range():
+    """A facts.yaml default is assumed as given: the range grows to hold it."""
+    from types import SimpleNamespace
+    policies = {"concurrency": SimpleNamespace(defaults=[SimpleNamespace(value=1e30)])}
+    assert fact_range("concurrency", policies).hi == 1e30
+
+
+def test_every_numeric_figure_has_a_declared_range():
+    """Each number figure of derive.FIGURE_SPECS has a range; counts the sizing makes at least 1 start at 1."""
+    numbers = [name for name, spec in FIGURE_SPECS.items() if spec[0] == NUMBER]
+    assert all(figure_range(name)[1] == FIGURE_MAX for name in numbers)
+    assert figure_range("replicas_needed_fp8") == (1.0, FIGURE_MAX)
+    assert figure_range("weights_fraction_fp8") == (0.0, FIGURE_MAX)
+
+
+@pytest.mark.parametrize("facts", [
+    {"task": "inference", "params_b": 100_000, "gpu": "l4", "gpus_per_node": 1, "concurrency": 10_000_000,
+     "context_tokens": 100_000_000, "tokens_per_s": 1e15, "latency": "interactive", "interconnect": "100gbe",
+     "proposed_build": {"nodes": 4096, "gpus_per_node": 16}},
+    {"task": "batch-inference", "params_b": 100_000, "gpu": "l4", "gpus_per_node": 1, "corpus_tokens": "10000T",
+     "deadline_days": 0.001, "latency": "offline", "interconnect": "100gbe"},
+    {"task": "pretraining", "params_b": 100_000, "gpu": "l4", "gpus_per_node": 1, "training_tokens": "10000T",
+     "interconnect": "100gbe"},
+    {"task": "inference", "params_b": 1e-6, "gpu": "rtx-pro-6000", "gpus_per_node": 16, "qps": 1e-9},
+])
+def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, facts):
+    """The largest and smallest facts give figures inside the declared ranges (derive would refuse them)."""
+    knowledge = load_knowledge(bundled("knowledge"))
+    figures = derive(validate_facts(facts), knowledge, ruleset).figures
+    for name, figure in figures.items():
+        if isinstance(figure.value, (int, float)) and not isinstance(figure.value, bool):
+            low, high = figure_range(name)
+            assert low <= figure.value <= high, (name, figure.value)
+
+
+def test_a_figure_outside_its_declared_range_is_refused():
+    """derive refuses a figure outside its range (the proof of `rules check` assumes the ranges)."""
+    from kentino_expert.derive import _checked
+    assert _checked("replicas_needed_fp8", 3) == 3
+    with pytest.raises(EngineError, match="replicas_needed_fp8 came out as 0, outside its declared range"):
+        _checked("replicas_needed_fp8", 0)
+    with pytest.raises(EngineError, match="outside its declared range"):
+        _checked("kv_cache_gb", 1e25)
+
+
+def test_overflow_is_blamed_on_the_innermost_operation(ranges):
+    """`params_b * 1e308 * 1e308` overflows already at the first '*' (params_b reaches 1e5)."""
+    node = fold(ast.parse("params_b * 1e308 * 1e308"), {})
+    with pytest.raises(Overflow) as caught:
+        interval_of(node, ranges)
+    assert caught.value.node.pos == 9 and caught.value.interval.hi == math.inf
+
+
+def test_finite_arithmetic_has_its_range(ranges):
+    """Sums, products, quotients by a positive range, max/min and ceil keep finite bounds."""
+    assert _value("params_b * 1e300", ranges) == Interval(0.0, 100_000 * 1e300, False)
+    assert _value("ceil(replicas_needed_fp8 / max(2, scale_out_nodes))", ranges) == Interval(1.0, 5e23, True)
+    assert _value("max(2, serving_nodes_int4)", ranges).lo == 2.0
+    assert _value("-gpus_per_node + 1", ranges) == Interval(-15.0, 0.0, True)
+
+
+def test_division_by_a_range_near_zero(ranges):
+    """A float divisor that can come arbitrarily close to 0 is unbounded; a whole-number one keeps 1 away."""
+    with pytest.raises(Overflow):
+        _value("qps / params_b", ranges)
+    assert _value("10 / (gpus_per_node - 1)", ranges) == Interval(10 / 15, 10.0, False)  # 0 itself: no value
+    assert _value("10 / (gpus_per_node - gpus_per_node)", ranges) == Interval(-10.0, 10.0, False)
+
+
+def test_round_to_negative_digits_can_grow(ranges):
+    """round(x, -n) rounds to a power of ten: up to ten times x, so near the largest float it overflows."""
+    assert _value("round(params_b, 2)", ranges).hi == 100_001.0
+    with pytest.raises(Overflow):
+        _value("round(params_b * 1e303, -5)", ranges)
+
+
+def test_the_bundled_rules_are_proven_finite():
+    """No recommend field or condition of the bundled rules needs an E206."""
+    assert [d for d in check_directory().diagnostics if d.code == "E206"] == []
+
+
+def test_condition_arithmetic_that_overflows_is_refused(tmp_path):
+    """A comparison against `concurrency * context_tokens * 1e300` (up to 1e315) is E206 at the second '*'."""
+    rules = hostile.hostile_dir(tmp_path, "cond", [hostile.rule_text(
+        "big-condition", "qps > concurrency * context_tokens * 1e300")])
+    errors = check_directory(rules.directory).errors
+    assert [(d.code, str(d.location)) for d in errors] == [("E206", rules.at("* 1e300"))]
+    assert "can overflow" in errors[0].message and "concurrency in 1..1e+07" in errors[0].message
+
+
+def test_recommend_divided_by_a_fact_near_zero_is_refused(tmp_path):
+    """`nodes: qps / params_b` can be any size (params_b > 0 can be tiny): E206 names the divisor."""
+    rules = hostile.hostile_dir(tmp_path, "divide", [hostile.rule_text(
+        "divide", "concurrency == 12345", 1, "qps / params_b",
+        "{task: inference, model: llama-3.1-70b, concurrency: 12345}")])
+    errors = check_directory(rules.directory).errors
+    assert [(d.code, str(d.location)) for d in errors] == [("E206", rules.at("/ params_b"))]
+    assert "divisor" in errors[0].message
+
+
+def test_recommendation_fields_range_over_what_the_rules_recommend(ruleset, ranges):
+    """recommended_tp spans what rules recommend for tp (1 and gpus_per_node): arithmetic on it is provable."""
+    ranges.learn_recommendations([rule.source for rule in ruleset.rules], dict(ruleset.parameter_values))
+    assert ranges.of("recommended_tp") == Interval(1.0, 16.0, True)
+    assert _value("recommended_nodes * gpus_per_node", ranges).finite
+    assert ranges.of("recommended_kind") is None  # text: no arithmetic reads it
