@@ -25,6 +25,8 @@ if not hasattr(signal, "SIGHUP"):  # pragma: no cover
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 REFUSAL_SECONDS = 60  # a hard bound on a refused reload (it never returned before)
+ADMIN_TOKEN = "hostile-admin"  # HTTP reload is off without one
+ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def _serve(tmp_path, rules, workers=1, **env):
@@ -35,7 +37,7 @@ def _serve(tmp_path, rules, workers=1, **env):
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
          "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, **env})
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -86,7 +88,7 @@ def test_http_reload_of_each_attack_is_refused_in_bounded_time(tmp_path):
         digest = httpx.get(f"{base}/readyz").json()["digest"]
         for attack, refusal in _attacks(tmp_path / "attacks"):
             _swap_in(served, attack.directory)
-            refused = httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)
+            refused = httpx.post(f"{base}/v1/admin/reload", headers=ADMIN, timeout=REFUSAL_SECONDS)
             assert refused.status_code == 409 and refusal in refused.json()["error"]
             [diagnostic] = refused.json()["diagnostics"]
             assert diagnostic["file"] == f"rules/{hostile.FILE}" and diagnostic["line"] > 0
@@ -110,7 +112,7 @@ def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers
         _swap_in(served, slow)
         result = {}
         reload = threading.Thread(target=lambda: result.update(
-            response=httpx.post(f"{base}/v1/admin/reload", timeout=REFUSAL_SECONDS)))
+            response=httpx.post(f"{base}/v1/admin/reload", headers=ADMIN, timeout=REFUSAL_SECONDS)))
         reload.start()
         answered = 0
         while reload.is_alive():

@@ -49,7 +49,8 @@ def test_reload_into_an_attack_is_refused_where_it_is(tmp_path, log, attack, cod
     served = tmp_path / "rules"
     shutil.copytree(bundled("rules"), served)
     attack_set = getattr(hostile, attack)(tmp_path / "attacks")
-    with TestClient(create_app(rules_dir=served, log=log)) as client:
+    with TestClient(create_app(rules_dir=served, log=log, admin_token="admin"), base_url="http://localhost",
+                    headers={"authorization": "Bearer admin"}) as client:
         old_digest = client.get("/readyz").json()["digest"]
         _swap_in(served, attack_set)
         diagnostics = _assert_refused_and_serving(client, client.post("/v1/admin/reload"), old_digest)
@@ -60,7 +61,8 @@ def test_reload_of_a_set_that_breaks_the_build_is_a_409_not_a_500(tmp_path, log)
     """A YAML integer of 5,000 digits (a ValueError while reading, not a located error) is refused, recorded."""
     served = tmp_path / "rules"
     shutil.copytree(bundled("rules"), served)
-    with TestClient(create_app(rules_dir=served, log=log), raise_server_exceptions=False) as client:
+    with TestClient(create_app(rules_dir=served, log=log, admin_token="admin"), raise_server_exceptions=False,
+                    base_url="http://localhost", headers={"authorization": "Bearer admin"}) as client:
         old_digest = client.get("/readyz").json()["digest"]
         flow = served / "flow.yaml"
         flow.write_text(flow.read_text().replace("priority: 320", "priority: " + "1" * 5000, 1))
@@ -72,7 +74,8 @@ def test_a_custom_factory_that_raises_anything_is_a_409(tmp_path, log):
     """Without the sandbox (a factory of one's own), a build that raises a non-Kentino error is still refused."""
     served = tmp_path / "rules"
     shutil.copytree(bundled("rules"), served)
-    with TestClient(create_app(expert_factory=lambda: Expert(served), log=log)) as client:
+    with TestClient(create_app(expert_factory=lambda: Expert(served), log=log, admin_token="admin"), base_url="http://localhost",
+                    headers={"authorization": "Bearer admin"}) as client:
         old_digest = client.get("/readyz").json()["digest"]
         flow = served / "flow.yaml"
         flow.write_text(flow.read_text().replace("priority: 320", "priority: " + "1" * 5000, 1))
