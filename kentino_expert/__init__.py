@@ -1,5 +1,5 @@
 """Kentino Expert: tells a GPU-server buyer what to buy, and why."""
-from .api import Expert, recommend
+from .expert import Expert, recommend
 from .errors import (CatalogError, EngineError, InputError, KentinoError, KnowledgeError, RuleFileError)
 
 __all__ = ["Expert", "recommend", "KentinoError", "InputError", "CatalogError", "KnowledgeError",

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import Diagnostic
+from .ruleset.diagnostics import Diagnostic
 from .errors import Location, RuleFileError
 
 _PREFIX = "kentino-sandbox "
@@ -220,7 +220,7 @@ def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
 
 def _child(rules: str, knowledge: str) -> list[Diagnostic]:
     """What the child does: `rules check`, then the engine and the examples if the check passed."""
-    from .checking import check_directory
+    from .rulecheck import check_directory
     _say(step="check", doing="checking the rule files")
     ruleset = []
     report = check_directory(rules, knowledge, keep=ruleset)
@@ -235,7 +235,7 @@ def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
     the answer does not fire the rule (unless a W301/W302 already says it cannot fire)."""
     from dataclasses import asdict
 
-    from .engine import DurableEngine
+    from .engine.durable.engine import DurableEngine
     _say(step="build", doing="building the engine")
     engine = DurableEngine(ruleset)
     out = []
@@ -256,8 +256,8 @@ def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
 def _answer(ruleset, knowledge, engine, rule) -> tuple[str | None, list[str]]:
     """(why answering the rule's example fails, or None; the rules fired)."""
     from .errors import KentinoError
-    from .facts import validate_facts
-    from .recommend import evaluate_traced
+    from .domain.workload import validate_facts
+    from .answer.pipeline import evaluate_traced
     try:
         _, firings, _ = evaluate_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
     except KentinoError as exc:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kentino_expert.api import Expert, reset_default_expert
-from kentino_expert.decisions import DecisionLog
+from kentino_expert.expert import Expert, reset_default_expert
+from kentino_expert.decisions.log import DecisionLog
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from kentino_expert.answercache import AnswerCache
-from kentino_expert.api import Expert
+from kentino_expert.answer.cache import AnswerCache
+from kentino_expert.expert import Expert
 from kentino_expert.errors import InputError
 
 FACTS = [

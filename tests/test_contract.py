@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.api import Expert
-from kentino_expert.cli import main
-from kentino_expert.render import FORMATS
+from kentino_expert.expert import Expert
+from kentino_expert.cli.main import main
+from kentino_expert.answer.render import FORMATS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERT = Expert()

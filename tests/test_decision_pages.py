@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert import decisions as decisions_module
-from kentino_expert.decision_meta import encode_cursor
-from kentino_expert.decisions import MAX_HTTP_PAGE, MAX_PAGE, DecisionLog
+from kentino_expert.decisions import log as decisions_module
+from kentino_expert.decisions.meta import encode_cursor
+from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE, DecisionLog
 from kentino_expert.errors import DecisionLogError, InputError, LogUnavailable
-from kentino_expert.readers import ReaderPool
+from kentino_expert.decisions.readers import ReaderPool
 
 ANSWER = {"status": "final", "recommendation": {"kind": "single-node", "summary": "Buy one node."},
           "ruleset": {"digest": "d" * 64, "engine": "test"}}
@@ -151,7 +151,7 @@ def _client(expert, log):
     pytest.importorskip("fastapi", reason="the HTTP service needs fastapi")
     from fastapi.testclient import TestClient
 
-    from kentino_expert.service import create_app
+    from kentino_expert.service.app import create_app
     return TestClient(create_app(expert_factory=lambda: expert, log=log), base_url="http://localhost",
                       raise_server_exceptions=False)
 
@@ -300,7 +300,7 @@ def test_prune_refuses_a_future_or_unreadable_date(fresh, before, message):
 
 
 def _cli():
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.service import standalone
     return standalone
 
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kentino_expert.api import Expert
-from kentino_expert.decisions import DecisionLog, decide, replay
+from kentino_expert.expert import Expert
+from kentino_expert.decisions.log import DecisionLog, decide, replay
 from kentino_expert.errors import DecisionLogError
 from kentino_expert.paths import bundled
 
@@ -158,7 +158,7 @@ def test_replay_unchanged_and_changed(log, expert, tmp_path):
 
 
 def _cli():
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.service import standalone
     return standalone
 
 
@@ -218,7 +218,7 @@ def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, f
 
 def test_check_meta_accepts_what_it_should():
     """Integers and digit strings are turns; an integer session id is its digits; None is none."""
-    from kentino_expert.decisions import check_meta
+    from kentino_expert.decisions.log import check_meta
     assert check_meta(None, None) == (None, None)
     assert check_meta(42, " 7 ") == ("42", 7)
     assert check_meta("chat-é-😀", 0) == ("chat-é-😀", 0)

@@ -7,15 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert import expr as ast
-from kentino_expert.api import Expert
-from kentino_expert.derive import derive
-from kentino_expert.durable_terms import encode, encode_value, translate
-from kentino_expert.engine import DurableEngine
+from kentino_expert.lang import parser as ast
+from kentino_expert.expert import Expert
+from kentino_expert.domain.derive import derive
+from kentino_expert.engine.durable.terms import encode, encode_value, translate
+from kentino_expert.engine.durable.engine import DurableEngine
 from kentino_expert.errors import EngineError, KentinoError
-from kentino_expert.facts import validate_facts
-from kentino_expert.inference import run_rules
-from kentino_expert.reference import ReferenceEngine
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.engine.chaining import run_rules
+from kentino_expert.engine.reference import ReferenceEngine
 
 EXPERT = Expert()
 KNOWLEDGE, RULESET = EXPERT.knowledge, EXPERT.ruleset
@@ -160,7 +160,7 @@ class TestShapes:
     @pytest.mark.parametrize("text", ["params_b + 1 > 3", "max(params_b, 2) > 3"])
     def test_refused(self, text):
         """Arithmetic on the left, or functions in a condition, have no durable-rules form."""
-        from kentino_expert.durable_terms import ShapeError
+        from kentino_expert.engine.durable.terms import ShapeError
         with pytest.raises(ShapeError):
             translate(ast.parse(text))
 

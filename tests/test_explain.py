@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert.decisions import DecisionLog
-from kentino_expert.explain import explain_html, explain_markdown
+from kentino_expert.decisions.log import DecisionLog
+from kentino_expert.answer.explain import explain_html, explain_markdown
 
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -71,7 +71,7 @@ def test_html_escapes_what_it_shows(expert):
 
 def test_cli_explain_formats(expert, tmp_path):
     """`explain ID` and `explain answer.json` print markdown or html; a missing file exits 2."""
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.service import standalone
     db = str(tmp_path / "cli.db")
     with DecisionLog.open(db) as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
@@ -157,7 +157,7 @@ def test_html_renders_in_headless_chromium(expert, tmp_path):
 
 def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
     """Explained under a changed rule set, a decision shows its stored trace without today's conditions or why-not."""
-    from kentino_expert.api import Expert
+    from kentino_expert.expert import Expert
     from kentino_expert.paths import bundled
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from kentino_expert.decisions import DecisionLog
+from kentino_expert.decisions.log import DecisionLog
 from kentino_expert.errors import DecisionLogError
-from kentino_expert.groupcommit import GroupCommit
+from kentino_expert.decisions.groupcommit import GroupCommit
 
 
 def _run_concurrently(count: int, target) -> list:

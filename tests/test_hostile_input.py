@@ -13,7 +13,7 @@ import yaml
 
 from kentino_expert import yamlsrc
 from kentino_expert.errors import InputError, printable
-from kentino_expert.facts import MAX_TOKEN_TEXT, TOKEN_COUNT_SCHEMA, parse_token_count, read_facts, validate_facts
+from kentino_expert.domain.workload import MAX_TOKEN_TEXT, TOKEN_COUNT_SCHEMA, parse_token_count, read_facts, validate_facts
 from kentino_expert.paths import bundled
 from kentino_expert.yamlsrc import MAX_DEPTH, MAX_EXPANDED, MAX_NODES, YamlSourceError, load_yaml
 
@@ -144,8 +144,8 @@ class TestPrintableErrors:
         pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
         from fastapi.testclient import TestClient
 
-        from kentino_expert.decisions import DecisionLog
-        from kentino_expert.service import create_app
+        from kentino_expert.decisions.log import DecisionLog
+        from kentino_expert.service.app import create_app
         bodies = [json.dumps({"task": "inference", "model": FORGED}),
                   '{"task": "inference", "a\\u001b\\n": 1, "a\\u001b\\n": 2}']
         with DecisionLog.open(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
@@ -260,9 +260,9 @@ class TestHugeIntegers:
         pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
         from fastapi.testclient import TestClient
 
-        from kentino_expert.api import Expert
-        from kentino_expert.decisions import DecisionLog
-        from kentino_expert.service import create_app
+        from kentino_expert.expert import Expert
+        from kentino_expert.decisions.log import DecisionLog
+        from kentino_expert.service.app import create_app
         with DecisionLog.open(tmp_path / "d.db") as log, \
                 TestClient(create_app(expert_factory=lambda: Expert(rules_copy), log=log, admin_token="admin"),
                            base_url="http://localhost", headers={"authorization": "Bearer admin"}) as client:
@@ -357,7 +357,7 @@ class TestDiffBase:
     @needs_git
     def test_removed_when_interrupted(self, tmp_path, monkeypatch):
         """The extracted base is removed when the block using it ends in KeyboardInterrupt."""
-        from kentino_expert.ruleset_diff import checkout_rules
+        from kentino_expert.authoring.rules_diff import checkout_rules
         monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
         with pytest.raises(KeyboardInterrupt):
             with checkout_rules("HEAD", ROOT / "rules") as base:

@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx", reason="the live test drives the server wit
 pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 
 import hostile_rules as hostile  # noqa: E402
-from kentino_expert.benchgen import generated_rules_dir  # noqa: E402
+from benchmarks.benchgen import generated_rules_dir  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 
 if not hasattr(signal, "SIGHUP"):  # pragma: no cover

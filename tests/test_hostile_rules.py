@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import hostile_rules as hostile
-from kentino_expert.checking import check_directory
+from kentino_expert.rulecheck import check_directory
 from kentino_expert.sandbox import Limits
 
 ATTACK_SECONDS = 90  # a hard timeout on each command run against an attack (they hung forever before)

@@ -13,7 +13,7 @@ pytest.importorskip("mcp", reason="the MCP server needs the mcp package (pip ins
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.decisions.log import DecisionLog  # noqa: E402
 
 
 def _is_error(result) -> bool:
@@ -26,7 +26,7 @@ def _json_of(result) -> dict:
 
 
 async def _round_trip(db: str) -> dict:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kentino_expert.mcp_server"],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "kentino_expert.service.mcp_server"],
                                    env={**os.environ, "KENTINO_DB": db})
     out = {}
     async with stdio_client(params) as (read, write):
@@ -65,7 +65,7 @@ def test_mcp_recommend_and_explain_round_trip(tmp_path):
 
 def _call(server, name: str, arguments: dict):
     """(is_error, text) of one in-process tool call, whichever way the mcp version reports a tool error."""
-    from kentino_expert.mcp_server import _server_classes
+    from kentino_expert.service.mcp_server import _server_classes
     tool_error = _server_classes()[1]
     try:
         result = asyncio.run(server.call_tool(name, arguments))
@@ -85,7 +85,7 @@ def _call(server, name: str, arguments: dict):
 def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expert, meta, field):
     """The session id and turn rules of POST /v1/recommend hold over MCP: a tool error naming the field,
     nothing logged, and the log still takes the next decision."""
-    from kentino_expert.mcp_server import build_server
+    from kentino_expert.service.mcp_server import build_server
     with DecisionLog.open(tmp_path / "mcp.db") as log:
         server = build_server(expert, log)
         is_error, text = _call(server, "recommend", {"facts": {"task": "inference"}, **meta})
@@ -97,7 +97,7 @@ def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expe
 
 def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, expert):
     """Arithmetic that fails on extreme facts is a clean tool error worded as over HTTP, not a crash."""
-    from kentino_expert.mcp_server import build_server
+    from kentino_expert.service.mcp_server import build_server
 
     class Exploding:
         def __getattr__(self, name):

@@ -13,8 +13,8 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, ignored
                                                response_headers_conformance, response_schema_conformance,
                                                status_code_conformance, unsupported_method)
 
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 
 READ_TOKEN = "fuzz-read-token"

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.api import Expert
-from kentino_expert.checking import check_directory
-from kentino_expert.cli import main
-from kentino_expert.docs import write_docs
-from kentino_expert.schemas import facts_schema, rules_schema
+from kentino_expert.expert import Expert
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.cli.main import main
+from kentino_expert.authoring.rule_pages import write_docs
+from kentino_expert.ruleset.schemas import facts_schema, rules_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "rules"
@@ -311,7 +311,7 @@ class TestRulePages:
 
     def test_rule_examples_scenarios_are_current(self):
         """tests/scenarios/rule-examples.yaml equals `kentino-expert rules examples` (regenerate after editing rules)."""
-        from kentino_expert.docs import rule_examples_yaml
+        from kentino_expert.authoring.rule_pages import rule_examples_yaml
         stored = (ROOT / "tests" / "scenarios" / "rule-examples.yaml").read_text()
         assert stored == rule_examples_yaml(Expert().ruleset)
 

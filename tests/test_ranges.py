@@ -1,4 +1,4 @@
-"""Interval analysis (kentino_expert.ranges): names' ranges from the facts' bounds and the declared figure
+"""Interval analysis (kentino_expert.ruleset.ranges): names' ranges from the facts' bounds and the declared figure
 ranges, arithmetic proven finite or refused (E206) at the operation that may overflow."""
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import math
 import pytest
 
 import hostile_rules as hostile
-from kentino_expert import expr as ast
-from kentino_expert.checking import check_directory
-from kentino_expert.compiler import compile_ruleset
-from kentino_expert.derive import FIGURE_SPECS, NUMBER, derive
+from kentino_expert.lang import parser as ast
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.ruleset.compiler import compile_ruleset
+from kentino_expert.domain.derive import FIGURE_SPECS, NUMBER, derive
 from kentino_expert.errors import EngineError
-from kentino_expert.facts import validate_facts
-from kentino_expert.knowledge import load_knowledge
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.paths import bundled
-from kentino_expert.ranges import FIGURE_MAX, Interval, Overflow, Ranges, fact_range, figure_range, interval_of
-from kentino_expert.typecheck import fold
+from kentino_expert.ruleset.ranges import FIGURE_MAX, Interval, Overflow, Ranges, fact_range, figure_range, interval_of
+from kentino_expert.lang.typecheck import fold
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def ruleset():
 
 @pytest.fixture(scope="module")
 def ranges(ruleset):
-    from kentino_expert.compiler import _conclusions
+    from kentino_expert.ruleset.compiler import _conclusions
     return Ranges(ruleset.namespace, _conclusions([rule.source for rule in ruleset.rules]), ruleset.fact_policies)
 
 
@@ -80,7 +80,7 @@ def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, fa
 
 def test_a_figure_outside_its_declared_range_is_refused():
     """derive refuses a figure outside its range (the proof of `rules check` assumes the ranges)."""
-    from kentino_expert.derive import _checked
+    from kentino_expert.domain.derive import _checked
     assert _checked("replicas_needed_fp8", 3) == 3
     with pytest.raises(EngineError, match="replicas_needed_fp8 came out as 0, outside its declared range"):
         _checked("replicas_needed_fp8", 0)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kentino_expert.api import Expert
-from kentino_expert.derive import derive
+from kentino_expert.expert import Expert
+from kentino_expert.domain.derive import derive
 from kentino_expert.errors import InputError
-from kentino_expert.facts import read_facts, validate_facts
-from kentino_expert.inference import run_rules
+from kentino_expert.domain.workload import read_facts, validate_facts
+from kentino_expert.engine.chaining import run_rules
 
 EXPERT = Expert()
 VARIED = [
@@ -156,7 +156,7 @@ def test_a_what_if_probe_whose_arithmetic_fails_has_no_kind(error):
     does not validate; a bug of another type is not hidden."""
     from types import SimpleNamespace
 
-    from kentino_expert.questions import kind_for
+    from kentino_expert.answer.questions import kind_for
 
     def kind_of(facts):
         raise error

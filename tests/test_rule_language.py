@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert import expr as ast
-from kentino_expert.durable_terms import ShapeError, translate
-from kentino_expert.engine import DurableEngine
-from kentino_expert.reference import ReferenceEngine
+from kentino_expert.lang import parser as ast
+from kentino_expert.engine.durable.terms import ShapeError, translate
+from kentino_expert.engine.durable.engine import DurableEngine
+from kentino_expert.engine.reference import ReferenceEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +106,7 @@ def _translatable(condition) -> bool:
 
 # --- `rules check` on a copy of the bundled rules with one more rule ---------------------------------
 
-from kentino_expert.checking import check_directory  # noqa: E402
+from kentino_expert.rulecheck import check_directory  # noqa: E402
 
 
 def _rule(when='"qps > 1"', then='warn: {code: r1, message: "m"}', extra=""):
@@ -250,7 +250,7 @@ class TestRuleKeys:
 
     def test_docs_survive_an_invalid_example(self):
         """A rule page with an invalid example says so instead of raising."""
-        from kentino_expert import docs
+        from kentino_expert.authoring import rule_pages as docs
         from kentino_expert.errors import InputError
 
         class Refusing:
@@ -295,7 +295,7 @@ class TestScenarioFiles:
 
     def test_unknown_kind_is_an_input_error(self, tmp_path):
         from kentino_expert.errors import InputError
-        from kentino_expert.scenarios import load_scenarios
+        from kentino_expert.authoring.scenarios import load_scenarios
         with pytest.raises(InputError, match="singel-node.*did you mean 'single-node'") as info:
             load_scenarios([self._file(tmp_path, "    kind: singel-node\n")])
         assert info.value.location.line == 4
@@ -307,9 +307,9 @@ class TestScenarioFiles:
                                               ("    heuristics: [H-FIT-CAPACTY]\n", "did you mean 'H-FIT-CAPACITY'")])
     def test_unknown_ids_are_refused(self, tmp_path, expect, words):
         """A misspelt not_rules entry used to pass forever."""
-        from kentino_expert.api import Expert
+        from kentino_expert.expert import Expert
         from kentino_expert.errors import InputError
-        from kentino_expert.scenarios import load_scenarios, run_all
+        from kentino_expert.authoring.scenarios import load_scenarios, run_all
         expert = Expert()
         path = self._file(tmp_path, expect)
         with pytest.raises(InputError, match=words) as info:

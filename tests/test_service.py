@@ -13,13 +13,13 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from kentino_expert.api import Expert  # noqa: E402
-from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
+from kentino_expert.decisions.log import DecisionLog  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
-from kentino_expert.questions import missing_facts, probe_values  # noqa: E402
-from kentino_expert.facts import validate_facts  # noqa: E402
-from kentino_expert.rulefile import KINDS  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.answer.questions import missing_facts, probe_values  # noqa: E402
+from kentino_expert.domain.workload import validate_facts  # noqa: E402
+from kentino_expert.ruleset.rulefile import KINDS  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 
@@ -334,7 +334,7 @@ def test_holder_snapshot_never_mixes_generations():
     import threading
     from types import SimpleNamespace
 
-    from kentino_expert.service import ExpertHolder
+    from kentino_expert.service.app import ExpertHolder
 
     built = iter(range(10**6))
 
@@ -465,7 +465,7 @@ def test_serve_on_a_port_in_use_is_one_error_line(tmp_path):
 
     from click.testing import CliRunner
 
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.service import standalone
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)

@@ -8,9 +8,9 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
-from kentino_expert.service_guard import (check_host_entry, default_allowed_hosts, host_allowed,  # noqa: E402
+from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
+from kentino_expert.service.guard import (check_host_entry, default_allowed_hosts, host_allowed,  # noqa: E402
                                           is_json_media_type, is_loopback)
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}

@@ -17,11 +17,11 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="the live tests drive the server with httpx")
 uvicorn = pytest.importorskip("uvicorn", reason="the live tests need uvicorn")
 
-from kentino_expert.answercache import AnswerCache  # noqa: E402
-from kentino_expert.api import Expert  # noqa: E402
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.http_limits import HttpLimits, server_config  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.answer.cache import AnswerCache  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
+from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 ATTACK_SECONDS = 30  # the hard limit on any one attack; the server's own timeouts here are 1 s

@@ -47,7 +47,7 @@ def _start(tmp_path, **env):
     port = _free_port()
     environment = {**os.environ, "KENTINO_DB": str(tmp_path / "live.db"), **env}
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "kentino_expert.service:app_from_env", "--factory", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
     return _when_ready(process, f"http://127.0.0.1:{port}", 30)
@@ -191,7 +191,7 @@ def _decider(answer: dict) -> str:
 
 def _rule_sets_deciding_differently(tmp_path, facts):
     """(served rules dir, its parameters.yaml, the edited text, {digest: (deciding rule, recommendation)})."""
-    from kentino_expert.api import Expert
+    from kentino_expert.expert import Expert
     old_rules, new_rules = tmp_path / "old", tmp_path / "rules"
     shutil.copytree(bundled("rules"), old_rules)
     shutil.copytree(bundled("rules"), new_rules)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kentino_expert import sizing
-from kentino_expert.knowledge import load_knowledge
-from kentino_expert.scaling import calibrated_model, ring_factor
+from kentino_expert.domain import sizing
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.domain.scaling import calibrated_model, ring_factor
 
 K = load_knowledge(Path(__file__).resolve().parent.parent / "knowledge")
 C = K.sizing
@@ -146,9 +146,9 @@ class TestProposedBuildFigures:
 
     def test_proposed_gpu_sets_the_in_box_link(self):
         """2 x 4 L40 (PCIe Gen4 P2P) proposed beside the default RTX Pro 6000 node: its TP figures use the L40's link."""
-        from kentino_expert.api import Expert
-        from kentino_expert.derive import derive
-        from kentino_expert.facts import validate_facts
+        from kentino_expert.expert import Expert
+        from kentino_expert.domain.derive import derive
+        from kentino_expert.domain.workload import validate_facts
         expert = Expert()
         facts = {"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 2, "gpus_per_node": 4, "gpu": "l40"}}
         figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
@@ -167,9 +167,9 @@ class TestTrainingCompute:
 
         Its technical report gives 2.788M H800 GPU-hours; 6 x 671B total x D would claim 42M.
         """
-        from kentino_expert.api import Expert
-        from kentino_expert.derive import derive
-        from kentino_expert.facts import validate_facts
+        from kentino_expert.expert import Expert
+        from kentino_expert.domain.derive import derive
+        from kentino_expert.domain.workload import validate_facts
         expert = Expert()
         facts = {"task": "pretraining", "model": "deepseek-v3", "training_tokens": 14.8e12, "gpu": "h100-sxm"}
         figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures

@@ -1,0 +1,188 @@
+"""Name and type checking of expressions, and folding parameters into constants."""
+from __future__ import annotations
+
+
+from . import parser as ast
+from ..domain.derive import BOOL, NUMBER, TEXT
+from ..errors import did_you_mean
+
+_ORDERING = ("<", "<=", ">", ">=")
+
+
+def _base(kind):
+    if isinstance(kind, tuple) and kind and kind[0] == "enum":
+        return TEXT
+    return kind
+
+
+def literal_type(value):
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, (int, float)):
+        return NUMBER
+    return TEXT
+
+
+class _Checker:
+    def __init__(self, namespace, sink, rule_id, where):
+        self.namespace, self.sink, self.rule_id, self.where = namespace, sink, rule_id, where
+
+    def error(self, node, code, message, suggestion=None):
+        self.sink.error(self.where(node.pos), code, message, rule=self.rule_id, suggestion=suggestion)
+
+    def name_type(self, node: ast.Name):
+        kind = self.namespace.type_of(node.id)
+        if kind is None:
+            self.error(node, "E102", f"unknown name '{node.id}'", did_you_mean(node.id, self.namespace.names()))
+        return kind
+
+    def value(self, node):
+        """Type of a value expression, or None after reporting a problem."""
+        if isinstance(node, ast.Literal):
+            return literal_type(node.value)
+        if isinstance(node, ast.Name):
+            return self.name_type(node)
+        if isinstance(node, (ast.Arith, ast.Neg, ast.Call)):
+            operands = (node.left, node.right) if isinstance(node, ast.Arith) else (
+                (node.operand,) if isinstance(node, ast.Neg) else node.args)
+            for operand in operands:
+                kind = self.value(operand)
+                if kind is not None and _base(kind) != NUMBER:
+                    self.error(operand, "E103", "arithmetic needs numbers")
+            return NUMBER
+        if isinstance(node, ast.ListLit):
+            self.error(node, "E101", "a list may only follow 'in'")
+            return None
+        self.condition(node)
+        return BOOL
+
+    def enum_member(self, kind, literal: ast.Literal):
+        if isinstance(kind, tuple) and isinstance(literal.value, str) and literal.value not in kind[1]:
+            self.error(literal, "E103", f"'{literal.value}' is not one of {', '.join(kind[1])}",
+                       did_you_mean(literal.value, kind[1]))
+
+    def catalog_member(self, name_node, literal: ast.Literal):
+        """A literal compared with a catalog fact must be a catalog id: the state holds canonical ids,
+        so a misspelt id (or an alias) never matches and the rule silently never fires."""
+        catalog = self.namespace.catalog.get(name_node.id) if isinstance(name_node, ast.Name) else None
+        if not catalog or not isinstance(literal.value, str) or literal.value in catalog[0]:
+            return
+        ids, aliases = catalog
+        if literal.value in aliases:
+            self.error(literal, "E103", f"'{literal.value}' is an alias; '{name_node.id}' holds the catalog id "
+                       f"'{aliases[literal.value]}'", aliases[literal.value])
+        else:
+            self.error(literal, "E103", f"'{literal.value}' is not a {name_node.id} of the knowledge catalog",
+                       did_you_mean(literal.value, list(ids) + list(aliases)))
+
+    def compare(self, node: ast.Compare):
+        left, right = self.value(node.left), self.value(node.right)
+        if left is None or right is None:
+            return
+        if node.op in _ORDERING and (_base(left) != NUMBER or _base(right) != NUMBER):
+            self.error(node, "E103", f"'{node.op}' compares numbers only")
+        elif _base(left) != _base(right) and "mixed" not in (left, right):
+            self.error(node, "E103", f"cannot compare {_base(left)} with {_base(right)}")
+        for side, other, other_node in ((node.left, right, node.right), (node.right, left, node.left)):
+            if isinstance(side, ast.Literal):
+                self.enum_member(other, side)
+                self.catalog_member(other_node, side)
+
+    def condition(self, node):
+        if isinstance(node, ast.Compare):
+            self.compare(node)
+        elif isinstance(node, ast.In):
+            kind = self.value(node.left)
+            for item in node.items:
+                if kind is not None and _base(kind) != literal_type(item.value):
+                    self.error(item, "E103", f"list item {item.value!r} is not a {_base(kind)}")
+                else:
+                    self.enum_member(kind, item)
+                    self.catalog_member(node.left, item)
+        elif isinstance(node, ast.Exists):
+            self.name_type(node.name)
+        elif isinstance(node, ast.Not):
+            self.condition(node.operand)
+        elif isinstance(node, (ast.And, ast.Or)):
+            for item in node.items:
+                self.condition(item)
+        elif isinstance(node, ast.Name):
+            kind = self.name_type(node)
+            if kind is not None and kind != BOOL:
+                self.error(node, "E103", f"'{node.id}' is not true/false; compare it with a value")
+        elif isinstance(node, ast.Literal):
+            if not isinstance(node.value, bool):
+                self.error(node, "E103", "a condition must be true or false")
+        else:
+            self.error(node, "E103", "this is a value, not a condition (compare it with something)")
+
+
+def check_condition(node, namespace, sink, rule_id, where) -> None:
+    """Report unknown names and type errors of a condition, each at its own column."""
+    _Checker(namespace, sink, rule_id, where).condition(node)
+
+
+def check_value_expression(node, namespace, sink, rule_id, where, field: str | None = None,
+                           numeric: bool = False) -> None:
+    """Report problems of a value expression (e.g. recommend.nodes); `numeric` fields need a number
+    (the answer turns them into integers: a text there would fail every answer the rule gives)."""
+    checker = _Checker(namespace, sink, rule_id, where)
+    kind = checker.value(node)
+    what = f"recommend.{field}" if field else "the value"
+    if kind is not None and numeric and _base(kind) != NUMBER:
+        checker.error(node, "E103", f"{what} must be a number, not {_described(kind)}")
+    elif kind is not None and _base(kind) not in (NUMBER, TEXT):
+        checker.error(node, "E103", "expected a number or a value")
+
+
+def _described(kind) -> str:
+    return {TEXT: "a text", BOOL: "true/false"}.get(_base(kind), f"a {_base(kind)} value")
+
+
+def oversized_constant(node):
+    """The first literal of a folded expression that no engine holds as a finite float, or None.
+
+    Folding is exact integer arithmetic: `hyperscale_qps * ...` can become an integer beyond any
+    double, which the engine cannot be given and an answer cannot turn into a count.
+    """
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not ast.finite_number(item.value):
+            return item
+        stack.extend(ast._children(item))
+    return None
+
+
+def fold(node, params: dict):
+    """Replace parameter names by their values and pre-compute constant arithmetic."""
+    if isinstance(node, ast.Name):
+        return ast.Literal(node.pos, params[node.id]) if node.id in params else node
+    if isinstance(node, ast.Arith):
+        left, right = fold(node.left, params), fold(node.right, params)
+        if isinstance(left, ast.Literal) and isinstance(right, ast.Literal) and _numeric(left, right):
+            if node.op == "/" and right.value == 0:
+                return ast.Arith(node.pos, node.op, left, right)
+            from .semantics import value_of
+            return ast.Literal(node.pos, value_of(ast.Arith(node.pos, node.op, left, right), {}))
+        return ast.Arith(node.pos, node.op, left, right)
+    if isinstance(node, ast.Neg):
+        inner = fold(node.operand, params)
+        if isinstance(inner, ast.Literal) and _numeric(inner):
+            return ast.Literal(node.pos, -inner.value)
+        return ast.Neg(node.pos, inner)
+    if isinstance(node, ast.Call):
+        return ast.Call(node.pos, node.func, tuple(fold(a, params) for a in node.args))
+    if isinstance(node, ast.Compare):
+        return ast.Compare(node.pos, node.op, fold(node.left, params), fold(node.right, params))
+    if isinstance(node, ast.In):
+        return ast.In(node.pos, fold(node.left, params), node.items, node.negated)
+    if isinstance(node, ast.Not):
+        return ast.Not(node.pos, fold(node.operand, params))
+    if isinstance(node, (ast.And, ast.Or)):
+        return type(node)(node.pos, tuple(fold(item, params) for item in node.items))
+    return node
+
+
+def _numeric(*literals) -> bool:
+    return all(isinstance(l.value, (int, float)) and not isinstance(l.value, bool) for l in literals)
