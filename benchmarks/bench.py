@@ -17,15 +17,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from kentino_expert.expert import Expert
-from .bench_http import CHAT, FINAL, unique_chat
-from kentino_expert.decisions.log import evaluate_decision
-from kentino_expert.engine.durable.engine import CoreTimer
+from kentino_expert.answer.pipeline import evaluate
+from kentino_expert.answer.render import to_json
+from kentino_expert.authoring.rules_diff import diff
+from kentino_expert.authoring.scenarios import Scenario, run_all
 from kentino_expert.domain.derive import derive
 from kentino_expert.domain.workload import validate_facts
 from kentino_expert.engine.chaining import run_rules
-from kentino_expert.answer.pipeline import evaluate
-from kentino_expert.answer.render import to_json
+from kentino_expert.engine.durable.engine import CoreTimer
+from kentino_expert.errors import Location
+from kentino_expert.expert import Expert
+from kentino_expert.service.decide import evaluate as evaluate_decision
+
+from .benchgen import generated_rules_dir, generated_scenarios
+from .workloads import CHAT, FINAL, unique_chat
 
 WORKLOADS = [
     {"task": "inference", "model": "llama-3.1-70b", "concurrency": 48, "context_tokens": 8192},
@@ -49,24 +54,28 @@ def timed(fn, runs: int) -> dict:
 def stages(runs: int) -> dict:
     durable, reference = Expert(), Expert(backend="reference")
     workloads = [validate_facts(w) for w in WORKLOADS]
-    states = [derive(w, durable.knowledge, durable.ruleset).state() for w in workloads]
+    states = [_sized(durable, w).state() for w in workloads]
     pick = lambda i: workloads[i % len(workloads)]
     answer = durable.recommend(WORKLOADS[0])
     return {
         "recommend (durable, full trace)": timed(lambda i: evaluate(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
         "  validation": timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
-        "  sizing": timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
+        "  sizing": timed(lambda i: _sized(durable, pick(i)), runs),
         "  engine (durable-rules)": timed(lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
         "  of which durable-rules C core": core_share(durable, states, runs),
         "  trace rendering (json)": timed(lambda i: to_json(answer), runs),
         "baseline: recommend (reference)": timed(lambda i: evaluate(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
         "baseline: engine (reference)": timed(lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
-        "baseline: sizing alone": timed(lambda i: derive(pick(i), durable.knowledge, durable.ruleset), runs),
+        "baseline: sizing alone": timed(lambda i: _sized(durable, pick(i)), runs),
         "decision, all facts (+why-not)": timed(lambda i: evaluate_decision(durable, FINAL), runs),
         "decision, first turn, cached what-ifs": timed(lambda i: evaluate_decision(durable, CHAT), runs),
         "decision, first turn, new what-ifs": timed(lambda i: evaluate_decision(durable, unique_chat(i)), max(20, runs // 10)),
         "rule load (real rules)": timed(lambda i: Expert().close(), max(5, runs // 100)),
     }
+
+
+def _sized(expert, workload):
+    return derive(workload, expert.knowledge, expert.ruleset.fact_policies, expert.ruleset.parameter_values)
 
 
 def core_share(expert, states, runs: int) -> dict:
@@ -99,7 +108,6 @@ def throughput(seconds: float, processes: int) -> dict:
 
 
 def growth(counts, runs: int) -> list[dict]:
-    from .benchgen import generated_rules_dir
     rows, workload = [], validate_facts(WORKLOADS[0])
     base = Expert()
     for count in counts:
@@ -108,7 +116,7 @@ def growth(counts, runs: int) -> list[dict]:
             start = time.perf_counter()
             expert = Expert(rules)
             load_ms = (time.perf_counter() - start) * 1000
-            state = derive(workload, expert.knowledge, expert.ruleset).state()
+            state = _sized(expert, workload).state()
             engine = timed(lambda i: run_rules(expert.ruleset, state, expert.engine), runs)
             reference = Expert(rules, backend="reference")
             ref = timed(lambda i: run_rules(reference.ruleset, state, reference.engine), max(10, runs // 10))
@@ -121,10 +129,6 @@ def growth(counts, runs: int) -> list[dict]:
 
 
 def corpus(count: int) -> dict:
-    from .benchgen import generated_scenarios
-    from kentino_expert.authoring.rules_diff import diff
-    from kentino_expert.authoring.scenarios import Scenario, run_all
-    from kentino_expert.errors import Location
     scenarios = [Scenario(s["name"], s["facts"], s["expect"], Location("<generated>")) for s in generated_scenarios(count)]
     expert, other = Expert(), Expert()
     start = time.perf_counter()
@@ -201,12 +205,11 @@ def main(argv=None) -> None:
     _print("Scenario corpus: test and rules diff", results["corpus"])
     results["memory"] = memory(2000 if q else 100_000)
     _print("Memory over evaluations (in-process)", results["memory"])
-    try:
-        from .bench_http import http_section
+    try:  # the HTTP part needs httpx (the test extra): without it, the in-process sections still run
+        from .bench_http import http_section, server_memory
     except ImportError:
         http_section = None
     if http_section:
-        from .bench_http import server_memory
         results["http"] = http_section(quick=q)
         _print("HTTP POST /v1/recommend on loopback (decision log on)", results["http"])
         results["server_memory"] = server_memory(5000 if q else 100_000)

@@ -15,10 +15,7 @@ from pathlib import Path
 
 import httpx
 
-FINAL = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 48, "context_tokens": 8192,
-         "latency": "production", "tenancy": "single", "qps": 20, "tokens_per_s": 1000}
-CHAT = {"task": "inference", "model": "llama-3.1-70b"}
-
+from .workloads import CHAT, FINAL, unique_chat, unique_final
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -144,19 +141,6 @@ def load(port: int, clients: int, requests: int, facts_for, max_seconds: float =
     return {"clients": clients, "requests": len(latencies), "errors": errors, "rps": len(latencies) / wall,
             "p50_ms": statistics.median(latencies) if latencies else float("nan"),
             "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] if latencies else float("nan")}
-
-
-_UNIQUE = itertools.count(4096)
-
-
-def unique_chat(index: int) -> dict:
-    """A first turn no earlier request of the run asked: its what-if probes miss the cache."""
-    return {**CHAT, "context_tokens": next(_UNIQUE)}
-
-
-def unique_final(index: int) -> dict:
-    """Every fact known, with a concurrency no earlier request of the run had: no cache helps."""
-    return {**FINAL, "concurrency": next(_UNIQUE)}
 
 
 def final_facts(index: int) -> dict:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import yaml
 
+from kentino_expert.domain.vocabulary import INFERENCE_TASKS, TASKS
 from kentino_expert.paths import bundled
 
-_TASKS = ["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
+_TASKS = list(TASKS)
 _MODELS = ["llama-3.1-8b", "qwen2.5-14b", "qwen2.5-32b", "llama-3.1-70b", "mixtral-8x7b", "llama-3.1-405b", "deepseek-v3"]
 _CARDS = ["rtx-pro-6000", "rtx-5090", "l40", "l4"]
 
@@ -42,7 +43,7 @@ def generated_scenarios(count: int, seed: int = 11) -> list[dict]:
     out = []
     for index in range(count):
         facts = {"task": rng.choice(_TASKS), "model": rng.choice(_MODELS), "gpu": rng.choice(_CARDS)}
-        if facts["task"] in ("inference", "batch-inference"):
+        if facts["task"] in INFERENCE_TASKS:
             facts["concurrency"] = rng.choice([4, 16, 64, 256])
             facts["context_tokens"] = rng.choice([2048, 8192, 32768])
         out.append({"name": f"generated {index}", "facts": facts, "expect": {}})

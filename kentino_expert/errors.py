@@ -29,6 +29,11 @@ def did_you_mean(name: str, candidates) -> str | None:
     return matches[0] if matches else None
 
 
+def with_suggestion(text: str, suggestion: str | None) -> str:
+    """`text (did you mean 'x'?)`, the one wording of a suggestion in every error and diagnostic."""
+    return f"{text} (did you mean '{suggestion}'?)" if suggestion else text
+
+
 @dataclass(frozen=True)
 class Location:
     """A place in a source file: 1-based line and column."""
@@ -63,10 +68,12 @@ class KentinoError(Exception):
         return printable(message)
 
     def render(self) -> str:
-        text = self.message
-        if self.suggestion:
-            text += f" (did you mean '{self.suggestion}'?)"
+        text = self.suggested()
         return f"{self.location}: {text}" if self.location else text
+
+    def suggested(self) -> str:
+        """The message with its suggestion, without the location."""
+        return with_suggestion(self.message, self.suggestion)
 
 
 class InputError(KentinoError):

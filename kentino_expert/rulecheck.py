@@ -1,17 +1,24 @@
-"""`rules check`: every diagnostic of a rule directory, never a traceback."""
+"""`rules check` in this process: every diagnostic of a rule directory, never a traceback.
+
+The rules are checked for the backend that will run them (durable by default): its reserved names and
+the shapes it cannot run are errors too. sandbox.py runs this in a child process, then builds the engine.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .domain.catalog import load_knowledge
+from .engine.registry import DEFAULT, backend_class
+from .errors import KnowledgeError, Location, RuleFileError
+from .paths import bundled
 from .ruleset.compiler import compile_ruleset
 from .ruleset.diagnostics import Diagnostic, DiagnosticSink
-from .errors import KnowledgeError, Location, RuleFileError
-from .domain.catalog import load_knowledge
-from .paths import bundled
 
 
 @dataclass(frozen=True)
 class CheckReport:
+    """What a check found: every diagnostic, sorted by place."""
+
     diagnostics: tuple[Diagnostic, ...]
 
     @property
@@ -29,23 +36,17 @@ class CheckReport:
         return f"{len(self.errors)} error(s), {len(self.warnings)} warning(s)"
 
 
-def check_directory(rules_dir=None, knowledge_dir=None, sandbox=None, keep: list | None = None) -> CheckReport:
-    """Check a rule directory; knowledge problems are reported as diagnostics too.
-
-    With `sandbox` (sandbox.Limits) the check runs in a child process that also builds the engine
-    and answers every rule's example, so a rule set the engine hangs or crashes on is an E207
-    error, not a hung check. `keep` receives (ruleset, knowledge) when the rule set compiles.
-    """
-    if sandbox is not None:
-        from .sandbox import trial_load
-        return CheckReport(tuple(trial_load(rules_dir, knowledge_dir, sandbox).diagnostics))
+def check_directory(rules_dir=None, knowledge_dir=None, keep: list | None = None,
+                    backend: str = DEFAULT) -> CheckReport:
+    """Check a rule directory for `backend`; knowledge problems are reported as diagnostics too. `keep`
+    receives (ruleset, knowledge) when the rule set compiles."""
     try:
         knowledge = load_knowledge(knowledge_dir or bundled("knowledge"))
     except KnowledgeError as exc:
         return CheckReport((Diagnostic(exc.location or Location(str(knowledge_dir)), "E001", exc.message),))
     sink = DiagnosticSink()
     try:
-        ruleset = compile_ruleset(rules_dir or bundled("rules"), knowledge, sink)
+        ruleset = compile_ruleset(rules_dir or bundled("rules"), knowledge, sink, backend=backend_class(backend))
         if keep is not None:
             keep.append((ruleset, knowledge))
     except RuleFileError:

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from kentino_expert.decisions import log as decisions_module
 from kentino_expert.decisions.meta import encode_cursor
-from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE, DecisionLog
+from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE
+from kentino_expert.decisions.connect import open_log
 from kentino_expert.errors import DecisionLogError, InputError, LogUnavailable
 from kentino_expert.decisions.readers import ReaderPool
 
@@ -38,7 +39,7 @@ def _rows(log, times, kind="single-node", prefix="r"):
 @pytest.fixture()
 def fresh(log_target):
     """An empty decision log on each backend."""
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         yield log
 
 
@@ -238,7 +239,7 @@ def test_read_connections_cannot_write(fresh):
 
 def test_reading_a_closed_log_is_an_error(log_target):
     """After close(), a read raises LogUnavailable rather than reopening the log."""
-    log = DecisionLog.open(log_target)
+    log = open_log(log_target)
     log.list()
     log.close()
     with pytest.raises(LogUnavailable, match="closed"):
@@ -300,7 +301,7 @@ def test_prune_refuses_a_future_or_unreadable_date(fresh, before, message):
 
 
 def _cli():
-    from kentino_expert.cli.service import standalone
+    from kentino_expert.cli.main import main as standalone
     return standalone
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert.decisions.log import DecisionLog
+from kentino_expert.decisions.connect import open_log
 from kentino_expert.answer.explain import explain_html, explain_markdown
 
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
@@ -45,7 +45,7 @@ def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
 
 def test_markdown_of_a_logged_decision_and_of_facts(expert, tmp_path):
     """A decision from the log explains with its id and source; plain facts explain without a log."""
-    with DecisionLog.open(tmp_path / "x.db") as log:
+    with open_log(tmp_path / "x.db") as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "mcp", session_id="s9", turn=2)
         text = explain_markdown(expert, log.get(decision_id))
     assert f"Decision `{decision_id}` via mcp" in text and "session `s9` turn 2" in text
@@ -71,9 +71,9 @@ def test_html_escapes_what_it_shows(expert):
 
 def test_cli_explain_formats(expert, tmp_path):
     """`explain ID` and `explain answer.json` print markdown or html; a missing file exits 2."""
-    from kentino_expert.cli.service import standalone
+    from kentino_expert.cli.main import main as standalone
     db = str(tmp_path / "cli.db")
-    with DecisionLog.open(db) as log:
+    with open_log(db) as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
     runner = CliRunner()
     by_id = runner.invoke(standalone, ["explain", decision_id, "--db", db])
@@ -166,7 +166,7 @@ def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
                                                  "workload_fraction_max:\n    value: 0.05"))
     other = Expert(rules)
     assert other.ruleset.digest != expert.ruleset.digest, "the edit must change the digest"
-    with DecisionLog.open(tmp_path / "x.db") as log:
+    with open_log(tmp_path / "x.db") as log:
         facts = {"task": "inference", "model": "llama-3.1-70b"}
         decision_id = log.record(facts, expert.recommend(facts), "cli")
         text = explain_markdown(other, log.get(decision_id))

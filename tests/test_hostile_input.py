@@ -144,11 +144,11 @@ class TestPrintableErrors:
         pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
         from fastapi.testclient import TestClient
 
-        from kentino_expert.decisions.log import DecisionLog
+        from kentino_expert.decisions.connect import open_log
         from kentino_expert.service.app import create_app
         bodies = [json.dumps({"task": "inference", "model": FORGED}),
                   '{"task": "inference", "a\\u001b\\n": 1, "a\\u001b\\n": 2}']
-        with DecisionLog.open(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
+        with open_log(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
             for body in bodies:
                 response = client.post("/v1/recommend", content=body, headers={"content-type": "application/json"})
                 detail = response.json()["detail"][0]
@@ -261,9 +261,9 @@ class TestHugeIntegers:
         from fastapi.testclient import TestClient
 
         from kentino_expert.expert import Expert
-        from kentino_expert.decisions.log import DecisionLog
+        from kentino_expert.decisions.connect import open_log
         from kentino_expert.service.app import create_app
-        with DecisionLog.open(tmp_path / "d.db") as log, \
+        with open_log(tmp_path / "d.db") as log, \
                 TestClient(create_app(expert_factory=lambda: Expert(rules_copy), log=log, admin_token="admin"),
                            base_url="http://localhost", headers={"authorization": "Bearer admin"}) as client:
             parameters = rules_copy / "parameters.yaml"

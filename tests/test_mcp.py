@@ -13,7 +13,7 @@ pytest.importorskip("mcp", reason="the MCP server needs the mcp package (pip ins
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 
 
 def _is_error(result) -> bool:
@@ -57,7 +57,7 @@ def test_mcp_recommend_and_explain_round_trip(tmp_path):
     assert answer["decision_id"] in out["explain"]
     assert out["bad_error"] and "modle" in out["bad"] and "model" in out["bad"]
     assert out["unknown_error"] and "no decision" in out["unknown"]
-    with DecisionLog.open(db) as log:
+    with open_log(db) as log:
         stored = log.get(answer["decision_id"])
     assert stored["source"] == "mcp" and stored["session_id"] == "mcp-1" and stored["turn"] == 1
     assert stored["digest"] == answer["ruleset"]["digest"]
@@ -65,8 +65,8 @@ def test_mcp_recommend_and_explain_round_trip(tmp_path):
 
 def _call(server, name: str, arguments: dict):
     """(is_error, text) of one in-process tool call, whichever way the mcp version reports a tool error."""
-    from kentino_expert.service.mcp_server import _server_classes
-    tool_error = _server_classes()[1]
+    from kentino_expert.service.mcp_server import server_classes
+    tool_error = server_classes()[1]
     try:
         result = asyncio.run(server.call_tool(name, arguments))
     except tool_error as exc:
@@ -86,7 +86,7 @@ def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expe
     """The session id and turn rules of POST /v1/recommend hold over MCP: a tool error naming the field,
     nothing logged, and the log still takes the next decision."""
     from kentino_expert.service.mcp_server import build_server
-    with DecisionLog.open(tmp_path / "mcp.db") as log:
+    with open_log(tmp_path / "mcp.db") as log:
         server = build_server(expert, log)
         is_error, text = _call(server, "recommend", {"facts": {"task": "inference"}, **meta})
         assert is_error and f"{field}: " in text, text
@@ -97,16 +97,19 @@ def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expe
 
 def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, expert):
     """Arithmetic that fails on extreme facts is a clean tool error worded as over HTTP, not a crash."""
+    from kentino_expert.answer.cache import AnswerCache
     from kentino_expert.service.mcp_server import build_server
 
     class Exploding:
+        answer_cache = AnswerCache()  # its own: the shared expert's cache may hold these facts' evaluation
+
         def __getattr__(self, name):
             return getattr(expert, name)
 
         def recommend_traced(self, workload):
             raise OverflowError("cannot convert float infinity to integer")
 
-    with DecisionLog.open(tmp_path / "mcp.db") as log:
+    with open_log(tmp_path / "mcp.db") as log:
         is_error, text = _call(build_server(Exploding(), log), "recommend", {"facts": {"task": "inference"}})
         assert log.list() == []
     assert is_error and text.endswith("facts: these facts cannot be evaluated: OverflowError: cannot convert float "

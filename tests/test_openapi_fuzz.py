@@ -13,7 +13,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, ignored
                                                response_headers_conformance, response_schema_conformance,
                                                status_code_conformance, unsupported_method)
 
-from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 
 
@@ -22,7 +22,7 @@ READ_TOKEN = "fuzz-read-token"
 
 def _app(tmp_dir):
     """Both tokens configured; schemathesis calls the app as http://testserver."""
-    return create_app(log=DecisionLog.open(tmp_dir / "fuzz.db"), admin_token="fuzz-admin-token",
+    return create_app(log=open_log(tmp_dir / "fuzz.db"), admin_token="fuzz-admin-token",
                       read_token=READ_TOKEN, allowed_hosts=["testserver"])
 
 

@@ -136,7 +136,7 @@ class TestSoak:
 
     def test_hundred_thousand_evaluations(self):
         """Memory after 100,000 evaluations is within a few MB of memory after 10,000."""
-        states = [derive(validate_facts(w), EXPERT.knowledge, EXPERT.ruleset).state() for w in VARIED]
+        states = [derive(validate_facts(w), EXPERT.knowledge, EXPERT.ruleset.fact_policies, EXPERT.ruleset.parameter_values).state() for w in VARIED]
         expected = [[f.rule.id for f in run_rules(EXPERT.ruleset, s, EXPERT.engine)[0]] for s in states]
         rss = {}
         for index in range(100_000):

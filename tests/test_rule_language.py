@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.lang import parser as ast
+from kentino_expert.lang import nodes
+from kentino_expert.lang.parser import parse
 from kentino_expert.engine.durable.terms import ShapeError, translate
 from kentino_expert.engine.durable.engine import DurableEngine
 from kentino_expert.engine.reference import ReferenceEngine
@@ -24,9 +25,9 @@ def _ruleset(conditions):
     """One rule per condition; each writes `fired_<i>` once (the compiler's guard, by hand)."""
     rules = []
     for index, node in enumerate(conditions):
-        guard = ast.Not(0, ast.Exists(0, ast.Name(0, f"fired_{index}")))
+        guard = nodes.Not(0, nodes.Exists(0, nodes.Name(0, f"fired_{index}")))
         rules.append(SimpleNamespace(id=f"r{index}", order=index + 1, conditions=(node, guard), location="test",
-                                     reads=tuple(n.id for n in ast.names_in(node)), writes=(f"fired_{index}",)))
+                                     reads=tuple(n.id for n in nodes.names_in(node)), writes=(f"fired_{index}",)))
     by_id = {rule.id: rule for rule in rules}
     return SimpleNamespace(rules=tuple(rules), rule=by_id.__getitem__)
 
@@ -37,7 +38,7 @@ def _apply(rule, state):
 
 def both_backends(texts, states):
     """[(durable firings, reference firings)] for each state."""
-    ruleset = _ruleset([ast.parse(text) if isinstance(text, str) else text for text in texts])
+    ruleset = _ruleset([parse(text) if isinstance(text, str) else text for text in texts])
     engine, reference = DurableEngine(ruleset), ReferenceEngine(ruleset)
     try:
         return [(sorted(engine.run(dict(s), _apply)[0]), sorted(reference.run(dict(s), _apply)[0])) for s in states]
@@ -83,16 +84,16 @@ class TestDurableAgreesWithTheReference:
 
 NAMES = ("a", "b", "c")
 _numbers = st.one_of(st.integers(-3, 3), st.sampled_from([0.0, 0.5, -1.5, 2.5, 1e-3]))
-_leaves = st.one_of(st.sampled_from(NAMES).map(lambda n: ast.Name(0, n)), _numbers.map(lambda v: ast.Literal(0, v)))
+_leaves = st.one_of(st.sampled_from(NAMES).map(lambda n: nodes.Name(0, n)), _numbers.map(lambda v: nodes.Literal(0, v)))
 _values = st.recursive(_leaves, lambda inner: st.one_of(
-    st.builds(lambda op, l, r: ast.Arith(0, op, l, r), st.sampled_from("+-*/"), inner, inner),
-    st.builds(lambda v: ast.Neg(0, v), inner)), max_leaves=5)
-_compares = st.builds(lambda name, op, right: ast.Compare(0, op, ast.Name(0, name), right),
+    st.builds(lambda op, l, r: nodes.Arith(0, op, l, r), st.sampled_from("+-*/"), inner, inner),
+    st.builds(lambda v: nodes.Neg(0, v), inner)), max_leaves=5)
+_compares = st.builds(lambda name, op, right: nodes.Compare(0, op, nodes.Name(0, name), right),
                       st.sampled_from(NAMES), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _values)
 _conditions = st.recursive(_compares, lambda inner: st.one_of(
-    st.builds(lambda c: ast.Not(0, c), inner),
-    st.builds(lambda l, r: ast.And(0, (l, r)), inner, inner),
-    st.builds(lambda l, r: ast.Or(0, (l, r)), inner, inner)), max_leaves=3)
+    st.builds(lambda c: nodes.Not(0, c), inner),
+    st.builds(lambda l, r: nodes.And(0, (l, r)), inner, inner),
+    st.builds(lambda l, r: nodes.Or(0, (l, r)), inner, inner)), max_leaves=3)
 _states = st.dictionaries(st.sampled_from(NAMES), _numbers)
 
 
@@ -186,7 +187,7 @@ class TestParsing:
 
     def test_escapes(self):
         """The documented escapes work, and UTF-8 text next to an escape is not read as Latin-1."""
-        assert ast.parse(r"model == 'a\'b\\c\u0161 č'").right.value == "a'b\\cš č"
+        assert parse(r"model == 'a\'b\\c\u0161 č'").right.value == "a'b\\cš č"
 
     @pytest.mark.parametrize("when", ['"' + "(" * 200 + "qps > 1" + ")" * 200 + '"', '"' + "not " * 300 + 'fits_fp8"',
                                       '"qps > ' + " + ".join(["1"] * 300) + '"',

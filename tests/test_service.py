@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kentino_expert.expert import Expert  # noqa: E402
-from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 from kentino_expert.answer.questions import missing_facts, probe_values  # noqa: E402
 from kentino_expert.domain.workload import validate_facts  # noqa: E402
-from kentino_expert.ruleset.rulefile import KINDS  # noqa: E402
+from kentino_expert.domain.vocabulary import KINDS  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
@@ -32,7 +32,7 @@ def local_client(app, **options) -> TestClient:
 @pytest.fixture()
 def log(tmp_path):
     """A fresh SQLite decision log in the test's directory."""
-    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+    with open_log(tmp_path / "decisions.db") as opened:
         yield opened
 
 
@@ -220,7 +220,7 @@ _FACT_NAMES = st.sampled_from(["task", "model", "params_b", "precision", "gpu", 
 @pytest.fixture(scope="module")
 def fuzz_client(tmp_path_factory):
     """One client for all fuzz examples, not re-raising server errors (the test checks the status)."""
-    log = DecisionLog.open(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
+    log = open_log(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
     with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         yield client
     log.close()
@@ -275,7 +275,7 @@ def test_health_ready_and_openapi(client):
 
 def test_readyz_fails_when_log_is_closed(tmp_path):
     """Readiness is 503 once the decision log cannot be written, and recommend refuses with 503."""
-    log = DecisionLog.open(tmp_path / "closing.db")
+    log = open_log(tmp_path / "closing.db")
     with local_client(create_app(log=log)) as client:
         log.close()
         assert client.get("/readyz").status_code == 503
@@ -334,7 +334,7 @@ def test_holder_snapshot_never_mixes_generations():
     import threading
     from types import SimpleNamespace
 
-    from kentino_expert.service.app import ExpertHolder
+    from kentino_expert.service.holder import ExpertHolder
 
     built = iter(range(10**6))
 

@@ -8,7 +8,7 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 from kentino_expert.service.guard import (check_host_entry, default_allowed_hosts, host_allowed,  # noqa: E402
                                           is_json_media_type, is_loopback)
@@ -20,7 +20,7 @@ LOG_READS = ["/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/explain"
 @pytest.fixture()
 def log(tmp_path):
     """A fresh SQLite decision log holding nothing yet."""
-    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+    with open_log(tmp_path / "decisions.db") as opened:
         yield opened
 
 

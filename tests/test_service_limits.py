@@ -19,7 +19,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="the live tests need uvicorn")
 
 from kentino_expert.answer.cache import AnswerCache  # noqa: E402
 from kentino_expert.expert import Expert  # noqa: E402
-from kentino_expert.decisions.log import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 
@@ -230,7 +230,7 @@ def test_a_slow_decision_does_not_hold_the_event_loop(tmp_path):
     expert = Expert()
     expert.answer_cache = cache = _BlockingCache()
     port = _free_port()
-    app = create_app(expert_factory=lambda: expert, log=DecisionLog.open(tmp_path / "slow.db"))
+    app = create_app(expert_factory=lambda: expert, log=open_log(tmp_path / "slow.db"))
     server = uvicorn.Server(server_config(app, HttpLimits(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

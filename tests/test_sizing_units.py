@@ -151,7 +151,7 @@ class TestProposedBuildFigures:
         from kentino_expert.domain.workload import validate_facts
         expert = Expert()
         facts = {"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 2, "gpus_per_node": 4, "gpu": "l40"}}
-        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
+        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset.fact_policies, expert.ruleset.parameter_values).figures
         gen4, hdr = K.link("pcie-gen4-p2p"), K.link("hdr-200g-ib")
         assert figures["gpu_memory_gb"].value == PRO.memory_gb  # the node itself is still the default card
         assert figures["proposed_tp_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 2, gen4, hdr), rel=1e-5)
@@ -172,7 +172,7 @@ class TestTrainingCompute:
         from kentino_expert.domain.workload import validate_facts
         expert = Expert()
         facts = {"task": "pretraining", "model": "deepseek-v3", "training_tokens": 14.8e12, "gpu": "h100-sxm"}
-        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
+        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset.fact_policies, expert.ruleset.parameter_values).figures
         assert figures["training_compute_zflop"].value == pytest.approx(6 * DSV3.active_b * 1e9 * 14.8e12 / 1e21, rel=1e-5)
         gpu_hours = figures["training_gpu_months"].value * 720
         assert 1.5e6 < gpu_hours < 3.5e6

@@ -74,7 +74,7 @@ def _report_why_not(expert, answer: dict, meta: dict | None, same_rules: bool) -
         return [], (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
                     f"`{replay}` re-evaluates it with the current rules")
     try:
-        return why_not(expert, answer), None
+        return [item.model_dump(mode="json") for item in why_not(expert, answer)], None
     except KentinoError as exc:
         return [], str(exc)
 

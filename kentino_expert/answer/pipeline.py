@@ -1,23 +1,28 @@
 """The one-direction pipeline: facts -> sizing -> rules -> recommendation with its trace."""
 from __future__ import annotations
 
-from .model import (Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep,
-                     Warning_)
-from ..ruleset.compiler import ENGINE_VERSION, RuleSet
-from ..domain.derive import derive
-from ..errors import EngineError
-from ..domain.workload import Workload
-from ..engine.chaining import render, run_rules
 from ..domain.catalog import Knowledge
-from ..ruleset.namespace import recommendation_key
+from ..domain.derive import derive
+from ..domain.state import RECOMMENDED_KIND, recommendation_key
+from ..domain.workload import Workload
+from ..engine.chaining import run_rules
+from ..errors import EngineError
+from ..lang.templates import render_template
+from ..ruleset.compiler import RuleSet
+from .model import Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep, Warning_
+from .questions import missing_facts
 
 _SUMMARY = {
     "single-node": "Buy one {gpus_per_node} x {gpu} node at {precision}.",
     "single-node-int4": "Buy one {gpus_per_node} x {gpu} node and serve the model at INT4.",
-    "dp-replicas": "Buy {replicas} data-parallel replica(s) of {unit} behind a load balancer ({nodes} node(s) in all); no cluster fabric.",
-    "dp-replicas-of-units": "Buy {replicas} data-parallel replica(s) of a {unit} unit behind a load balancer ({nodes} node(s) in all); each unit's nodes need {interconnect} between them.",
-    "multi-node-ib": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} (TP={tp} inside each node, PP={pp} across).",
-    "frontier": "This is frontier work: {nodes}+ nodes on {interconnect} or SXM-class hardware; Kentino can build the IB side, but most who ask need not do this work themselves.",
+    "dp-replicas": "Buy {replicas} data-parallel replica(s) of {unit} behind a load balancer ({nodes} node(s) in "
+                   "all); no cluster fabric.",
+    "dp-replicas-of-units": "Buy {replicas} data-parallel replica(s) of a {unit} unit behind a load balancer "
+                            "({nodes} node(s) in all); each unit's nodes need {interconnect} between them.",
+    "multi-node-ib": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} (TP={tp} inside each node, "
+                     "PP={pp} across).",
+    "frontier": "This is frontier work: {nodes}+ nodes on {interconnect} or SXM-class hardware; Kentino can build "
+                "the IB side, but most who ask need not do this work themselves.",
 }
 
 
@@ -37,8 +42,8 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         values["interconnect"] = None
     unit = f"{values['pp']}-node" if values.get("pp") else "one node"
     template = _SUMMARY["dp-replicas-of-units" if kind == "dp-replicas" and values.get("pp") else kind]
-    summary = render(template, {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
-    reasons = [f.because for f in firings if f.added.get("recommended_kind")]
+    summary = render_template(template, {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
+    reasons = [f.because for f in firings if f.added.get(RECOMMENDED_KIND)]
     if reasons:
         summary += " " + reasons[0]
     return Recommendation(kind=kind, nodes=_int(values["nodes"]), gpus_per_node=_int(values["gpus_per_node"]),
@@ -56,7 +61,7 @@ def _warnings(firings, params, final) -> list[Warning_]:
     for firing in firings:
         warn = firing.rule.source.then.warn
         if warn:
-            message = render(warn[1], {**params, **final})
+            message = render_template(warn[1], {**params, **final})
             out.append(Warning_(code=warn[0], message=message, heuristics=list(firing.rule.heuristics),
                                 rule=firing.rule.id))
     return out
@@ -69,8 +74,8 @@ def _trace(firings) -> list[TraceStep]:
 
 
 def provisional(workload: Workload, ruleset: RuleSet) -> bool:
-    """An answer is provisional while a fact that has an `ask` and could matter is unknown."""
-    from .questions import missing_facts
+    """An answer is provisional while a fact that has an `ask` and could matter is unknown (the one place
+    the status is decided: a decision's status is its answer's)."""
     return bool(missing_facts(workload, ruleset))
 
 
@@ -81,7 +86,7 @@ def evaluate(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend
 
 def evaluate_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend):
     """(answer, firings, final state): the final state lets "why not" reuse this run instead of repeating it."""
-    derived = derive(workload, knowledge, ruleset)
+    derived = derive(workload, knowledge, ruleset.fact_policies, ruleset.parameter_values)
     firings, final = run_rules(ruleset, derived.state(), backend)
     params = ruleset.parameter_values
     answer = Answer(
@@ -92,7 +97,7 @@ def evaluate_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, 
         warnings=_warnings(firings, params, final),
         assumptions=[AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),
-        ruleset=RulesetId(digest=ruleset.digest, engine=ENGINE_VERSION, directory=ruleset.directory,
+        ruleset=RulesetId(digest=ruleset.digest, engine=backend.version, directory=ruleset.directory,
                           knowledge_directory=knowledge.directory, files=ruleset.files),
         facts=derived.facts,
     )

@@ -10,7 +10,15 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import yaml
+
+from ..domain.state import FACT_TYPES
+from ..domain.vocabulary import KINDS
 from ..domain.workload import Workload, validate_facts
+from ..errors import KentinoError
+from ..lang.valuetypes import is_enum
+from ..paths import bundled
+from .model import Probe, Question
 
 PROBES_FILE = "probes.yaml"
 
@@ -32,7 +40,6 @@ def missing_facts(workload: Workload, ruleset) -> list[str]:
 
 @functools.lru_cache(maxsize=8)
 def _load_probe_file(path: str) -> dict:
-    import yaml
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -45,7 +52,6 @@ def _load_probe_file(path: str) -> dict:
 
 def probe_table(expert=None) -> dict:
     """Probe values per fact: the expert's knowledge dir's probes.yaml, else the bundled one."""
-    from ..paths import bundled
     candidates = []
     own = expert.knowledge_dir if expert is not None else None
     if own:
@@ -61,9 +67,8 @@ def probe_table(expert=None) -> dict:
 
 def probe_values(expert, fact: str) -> tuple:
     """The values a what-if question about `fact` is probed with (may be empty)."""
-    from ..domain.derive import FACT_TYPES
     kind = FACT_TYPES.get(fact)
-    if isinstance(kind, tuple) and kind and kind[0] == "enum":
+    if is_enum(kind):
         return tuple(kind[1])
     table = probe_table(expert)
     if fact in table:
@@ -85,7 +90,6 @@ def probe_values(expert, fact: str) -> tuple:
 def kind_for(expert, facts) -> str | None:
     """The recommendation kind the rules reach for `facts`, or None when the facts do not validate
     or the arithmetic fails on them."""
-    from ..errors import KentinoError
     try:
         return expert.kind_of(facts)
     except (KentinoError, ArithmeticError, ValueError):
@@ -94,13 +98,9 @@ def kind_for(expert, facts) -> str | None:
         return None
 
 
-def rank_questions(expert, workload, current_kind: str | None = None) -> list[dict]:
-    """Missing facts ranked by how many other recommendation kinds their answer could lead to.
-
-    Each item: {fact, ask, could_lead_to, current_kind, alternatives, probes}; ties keep the order of
-    rules/facts.yaml.
-    """
-    from ..ruleset.rulefile import KINDS
+def rank_questions(expert, workload, current_kind: str | None = None) -> list[Question]:
+    """Missing facts ranked by how many other recommendation kinds their answer could lead to; ties keep
+    the order of rules/facts.yaml."""
     workload = workload if isinstance(workload, Workload) else validate_facts(workload)
     ruleset = expert.ruleset
     if current_kind is None:
@@ -113,14 +113,13 @@ def rank_questions(expert, workload, current_kind: str | None = None) -> list[di
             kind = kind_for(expert, {**known, fact: value})
             if kind is None:
                 continue
-            probes.append({"value": value, "kind": kind})
+            probes.append(Probe(value=value, kind=kind))
             reached.add(kind)
         could = [k for k in KINDS if k in reached]
         alternatives = [k for k in could if k != current_kind]
         policy = ruleset.fact_policies.get(fact)
-        items.append((-len(alternatives), order, {
-            "fact": fact, "ask": policy.ask if policy else "", "could_lead_to": could,
-            "current_kind": current_kind, "alternatives": alternatives, "probes": probes,
-        }))
+        items.append((-len(alternatives), order, Question(
+            fact=fact, ask=policy.ask if policy else "", could_lead_to=could, current_kind=current_kind,
+            alternatives=alternatives, probes=probes)))
     items.sort(key=lambda item: (item[0], item[1]))
     return [item for _, _, item in items]

@@ -8,51 +8,44 @@ them with.
 """
 from __future__ import annotations
 
-from ..lang import parser as ast
+from ..domain.derive import derive
+from ..domain.state import FACT_TYPES, RECOMMENDED_KIND, unflatten_facts
+from ..domain.vocabulary import KINDS
+from ..domain.workload import Workload, validate_facts
+from ..engine.chaining import run_rules
+from ..lang import nodes
 from ..lang.semantics import MISSING, truth_of
-
-
-def _unflatten(facts: dict) -> dict:
-    out = {k: v for k, v in facts.items() if not k.startswith("proposed_")}
-    if "proposed_nodes" in facts:
-        build = {"nodes": facts["proposed_nodes"], "gpus_per_node": facts.get("proposed_gpus_per_node")}
-        if facts.get("proposed_gpu"):
-            build["gpu"] = facts["proposed_gpu"]
-        out["proposed_build"] = build
-    return out
+from .model import FailingCondition, WhyNot
 
 
 def answer_facts(answer) -> dict:
     """The facts of an Answer (or its JSON dict) as a mapping that validates as a Workload."""
     facts = answer.facts if hasattr(answer, "facts") else answer.get("facts", {})
-    return _unflatten(dict(facts))
+    return unflatten_facts(dict(facts))
 
 
-def final_state(expert, facts) -> tuple[list, dict]:
-    """(firings, final state) of the rules on `facts` (a Workload or a mapping)."""
-    from ..domain.derive import derive
-    from ..domain.workload import Workload, validate_facts
-    from ..engine.chaining import run_rules
+def run_on_facts(expert, facts) -> tuple[list, dict]:
+    """(firings, final state) of the expert's rules on `facts` (a Workload or a mapping)."""
     workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-    derived = derive(workload, expert.knowledge, expert.ruleset)
-    return run_rules(expert.ruleset, derived.state(), expert.engine)
+    ruleset = expert.ruleset
+    derived = derive(workload, expert.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+    return run_rules(ruleset, derived.state(), expert.engine)
 
 
 def state_of(expert, answer_or_state) -> tuple[list | None, dict]:
     """Accept an Answer, an answer dict, a decision dict, a final state or a facts mapping."""
-    from ..domain.workload import Workload
     if isinstance(answer_or_state, Workload):
-        return final_state(expert, answer_or_state)
+        return run_on_facts(expert, answer_or_state)
     if hasattr(answer_or_state, "recommendation") and hasattr(answer_or_state, "facts"):
-        return final_state(expert, answer_facts(answer_or_state))
+        return run_on_facts(expert, answer_facts(answer_or_state))
     if isinstance(answer_or_state, dict):
-        if "recommended_kind" in answer_or_state:
+        if RECOMMENDED_KIND in answer_or_state:
             return None, answer_or_state
         if isinstance(answer_or_state.get("answer"), dict):
-            return final_state(expert, answer_facts(answer_or_state["answer"]))
+            return run_on_facts(expert, answer_facts(answer_or_state["answer"]))
         if "recommendation" in answer_or_state and "facts" in answer_or_state:
-            return final_state(expert, answer_facts(answer_or_state))
-        return final_state(expert, answer_or_state)
+            return run_on_facts(expert, answer_facts(answer_or_state))
+        return run_on_facts(expert, answer_or_state)
     raise TypeError(f"cannot explain a {type(answer_or_state).__name__}")
 
 
@@ -76,7 +69,7 @@ def plain(value):
 def condition_values(condition_node, state: dict, params: dict) -> tuple[dict, dict]:
     """(actual values of the non-parameter names, values of the parameters) a condition mentions."""
     actual, thresholds = {}, {}
-    for name in dict.fromkeys(n.id for n in ast.names_in(condition_node)):
+    for name in dict.fromkeys(n.id for n in nodes.names_in(condition_node)):
         if name in params:
             thresholds[name] = params[name]
         else:
@@ -96,74 +89,71 @@ def _failed_conditions(rule, env: dict) -> list:
 
 def _on_facts(conditions, params) -> int:
     """How many of the conditions are about input facts only (not figures, conclusions or parameters)."""
-    from ..domain.derive import FACT_TYPES
     count = 0
     for condition in conditions:
-        names = {n.id for n in ast.names_in(condition.node)} - set(params)
+        names = {n.id for n in nodes.names_in(condition.node)} - set(params)
         if names and names <= FACT_TYPES.keys():
             count += 1
     return count
 
 
-def _failing(conditions, state: dict, params: dict) -> list[dict]:
+def _failing(conditions, state: dict, params: dict) -> list[FailingCondition]:
     out = []
     for condition in conditions:
         actual, thresholds = condition_values(condition.node, state, params)
-        out.append({"condition": condition.text, "values": actual, "thresholds": thresholds,
-                    "text": f"{condition.text} ({describe_values(actual, thresholds)})"
-                    if actual or thresholds else condition.text})
+        text = f"{condition.text} ({describe_values(actual, thresholds)})" if actual or thresholds else condition.text
+        out.append(FailingCondition(condition=condition.text, values=actual, thresholds=thresholds, text=text))
     return out
 
 
-def _decider(ruleset, firings, state):
-    if firings:
-        for firing in firings:
-            if firing.added.get("recommended_kind"):
-                return firing.rule
+def _decider(firings):
+    """The rule that recommended the kind, when the firings are known."""
+    for firing in firings or ():
+        if firing.added.get(RECOMMENDED_KIND):
+            return firing.rule
     return None
 
 
-def why_not(expert, answer_or_state) -> list[dict]:
+def why_not(expert, answer_or_state) -> list[WhyNot]:
     """For each kind other than the chosen one: the nearest rule recommending it and why it did not fire."""
     firings, state = state_of(expert, answer_or_state)
     return why_not_from(expert, firings, state)
 
 
-def why_not_from(expert, firings, state: dict) -> list[dict]:
+def why_not_from(expert, firings, state: dict) -> list[WhyNot]:
     """`why_not` on a run already made: its firings (or None) and its final state."""
-    from ..ruleset.rulefile import KINDS
     ruleset = expert.ruleset
     params = ruleset.parameter_values
     env = {**params, **state}
-    chosen = state.get("recommended_kind")
-    decider = _decider(ruleset, firings, state)
-    by_kind = ruleset.rules_by_kind
+    chosen = state.get(RECOMMENDED_KIND)
+    decider = _decider(firings)
     out = []
     for kind in KINDS:
         if kind == chosen:
             continue
-        candidates = by_kind.get(kind)
+        candidates = ruleset.rules_by_kind.get(kind)
         if not candidates:
-            out.append({"kind": kind, "rule": None, "failing": [], "preempted_by": None,
-                        "text": f"{kind} was not chosen: no rule recommends it"})
+            out.append(WhyNot(kind=kind, rule=None, failing=[], preempted_by=None,
+                              text=f"{kind} was not chosen: no rule recommends it"))
             continue
         # only the nearest rule is described: counting failures is cheap, describing them is not
         _, _, _, rule, failed = min(((_on_facts(f, params), len(f), rule.order, rule, f) for rule in candidates
                                      for f in [_failed_conditions(rule, env)]), key=lambda item: item[:3])
-        failing = _failing(failed, state, params)
-        item = {"kind": kind, "rule": rule.id, "priority": rule.priority, "file": rule.location.file,
-                "line": rule.location.line, "heuristics": list(rule.heuristics), "failing": failing,
-                "preempted_by": None}
-        if failing:
-            item["text"] = (f"{kind} was not chosen: rule '{rule.id}' needs "
-                            + " and ".join(f["text"] for f in failing))
-        else:
-            winner = decider.id if decider else None
-            item["preempted_by"] = winner
-            if decider:
-                item["text"] = (f"{kind} was not chosen: rule '{rule.id}' holds, but rule '{winner}' "
-                                f"(priority {decider.priority:g}) recommended {chosen} first")
-            else:
-                item["text"] = f"{kind} was not chosen: rule '{rule.id}' holds, but {chosen} was recommended first"
-        out.append(item)
+        out.append(_nearest(kind, rule, _failing(failed, state, params), decider, chosen))
     return out
+
+
+def _nearest(kind, rule, failing: list[FailingCondition], decider, chosen) -> WhyNot:
+    """The why-not of `kind` from its nearest rule: what failed, or what pre-empted it."""
+    preempted_by = None
+    if failing:
+        text = f"{kind} was not chosen: rule '{rule.id}' needs " + " and ".join(f.text for f in failing)
+    elif decider:
+        preempted_by = decider.id
+        text = (f"{kind} was not chosen: rule '{rule.id}' holds, but rule '{decider.id}' "
+                f"(priority {decider.priority:g}) recommended {chosen} first")
+    else:
+        text = f"{kind} was not chosen: rule '{rule.id}' holds, but {chosen} was recommended first"
+    return WhyNot(kind=kind, rule=rule.id, priority=rule.priority, file=rule.location.file,
+                  line=rule.location.line, heuristics=list(rule.heuristics), failing=failing,
+                  preempted_by=preempted_by, text=text)

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..lang import parser as ast
-from ..domain.derive import FIGURE_SPECS
+import yaml
+
+from ..domain.figures import FIGURE_SPECS
 from ..errors import KentinoError
+from ..lang import nodes as ast
 from ..ruleset.rulefile import Condition
 
 _WORDS = {"<": "is below", "<=": "is at most", ">": "is above", ">=": "is at least", "==": "is", "!=": "is not"}
@@ -145,7 +147,6 @@ EXAMPLES_HEADER = ("# Each rule's documented `example` workload must fire that r
 
 
 def _flow(value) -> str:
-    import yaml
     return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip().removesuffix("\n...").strip()
 
 

@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, KentinoError
+from ..domain.vocabulary import INFERENCE_TASKS, TASKS
+from ..errors import InputError, KentinoError, Location
 from .scenarios import Scenario
 
 GRID_MODELS = ("llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")
 GRID_CARDS = ("rtx-pro-6000", "rtx-5090", "l40", "l4")
 GRID_CONCURRENCY = (8, 64, 256)
-GRID_TASKS = ("inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining")
 # multi-tenant demand for inference (at 64 concurrent requests): a moderate and a hyperscale load,
 # so that throughput and hyperscale thresholds move answers on the grid too
 GRID_DEMAND = ({"tenancy": "multi", "qps": 150}, {"tenancy": "multi", "qps": 150_000})
@@ -45,12 +45,11 @@ def _show(answer) -> str:
 def grid_scenarios() -> list[Scenario]:
     """Tasks x model sizes x cards x concurrency (and multi-tenant demand for inference): the default
     workload set of `rules diff`."""
-    from ..errors import Location
     out = []
-    for task in GRID_TASKS:
+    for task in TASKS:
         for model in GRID_MODELS:
             for card in GRID_CARDS:
-                levels = GRID_CONCURRENCY if task in ("inference", "batch-inference") else (None,)
+                levels = GRID_CONCURRENCY if task in INFERENCE_TASKS else (None,)
                 variants = [{"concurrency": c} if c else {} for c in levels]
                 if task == "inference":
                     variants += [{"concurrency": 64, **demand} for demand in GRID_DEMAND]

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..domain.state import RECOMMENDED_KIND
+from ..domain.vocabulary import KINDS, PRECISIONS, STATUSES
 from ..errors import InputError, KentinoError, Location, did_you_mean
-from ..domain.workload import PRECISIONS
-from ..ruleset.rulefile import KINDS
 from ..yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
 
 EXPECT_KEYS = ("kind", "nodes", "nodes_min", "nodes_max", "precision", "status", "heuristics", "warnings",
@@ -67,7 +67,6 @@ def load_scenarios(paths, ruleset=None) -> list[Scenario]:
 
 
 SCENARIO_KEYS = ("name", "facts", "expect")
-STATUSES = ("final", "provisional")
 _CHOICES = {"kind": KINDS, "precision": PRECISIONS, "status": STATUSES}
 _LIST_KEYS = ("heuristics", "warnings", "rules", "not_rules", "not_warnings")
 _TEXT_KEYS = tuple(_CHOICES)
@@ -176,7 +175,7 @@ def run_scenario(expert, scenario: Scenario) -> Outcome:
         answer = expert.recommend(scenario.facts)
     except KentinoError as exc:
         return Outcome(scenario, error=str(exc))
-    deciders = [f"{s.rule} ({s.file}:{s.line})" for s in answer.trace if "recommended_kind" in s.concluded]
+    deciders = [f"{s.rule} ({s.file}:{s.line})" for s in answer.trace if RECOMMENDED_KIND in s.concluded]
     return Outcome(scenario, check(scenario.expect, answer), [s.rule for s in answer.trace], deciders)
 
 

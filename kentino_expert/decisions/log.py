@@ -1,8 +1,8 @@
 """The durable decision log: every recommendation served, with its facts, answer and rule-set digest.
 
-SQLite (WAL, synchronous=FULL) by default: the path from KENTINO_DB, else ./kentino-decisions.db.
-A postgresql:// URL uses psycopg 3 (imported only then). `record` commits before it returns, so a
-caller that acknowledges a decision only after `record` never acknowledges one the log lost.
+This is the interface both stores share (sqlite.py, postgres.py; connect.py opens the one a target
+names). `record` commits before it returns, so a caller that acknowledges a decision only after
+`record` never acknowledges one the log lost.
 Every failure to open or write the log is a DecisionLogError, never a silent loss. Reads go through
 their own connections (readers.py), so a listing never holds the write connection; listings read
 columns only, a page at a time, newest first, with an opaque cursor to the next page.
@@ -10,21 +10,18 @@ columns only, a page at a time, newest first, with an opaque cursor to the next 
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sqlite3
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .. import fastjson
+from ..errors import DecisionLogError, InputError, KentinoError
+from .groupcommit import GroupCommit
 from .meta import check_meta, check_no_nul, decode_cursor, encode_cursor, normalise_time, utc_now
 from .schema import LIST_COLUMNS, ROW_COLUMNS
-from ..errors import DecisionLogError, EngineError, InputError, KentinoError
-from .groupcommit import GroupCommit
 
-DEFAULT_PATH = "kentino-decisions.db"
 _COMMITTER_LOCK = threading.Lock()  # two first records at once must not make two group committers
 SOURCES = ("http", "mcp", "cli")
 MAX_PAGE = 1000  # rows in one page read from the log
@@ -37,15 +34,6 @@ class DecisionPage:
     """One page of a listing: summaries newest first, and the cursor to the next page (None on the last)."""
     decisions: tuple[dict, ...]
     next_cursor: str | None
-
-
-def sqlite_path(url_or_path: str) -> str | None:
-    """The file a SQLite log target names (a path or sqlite:///path), or None for another scheme."""
-    text = os.fspath(url_or_path)
-    if "://" not in text:
-        return text
-    scheme, rest = text.split("://", 1)
-    return (rest or DEFAULT_PATH) if scheme.lower() == "sqlite" else None
 
 
 def _plain_facts(facts):
@@ -70,33 +58,15 @@ def _text_or_none(value) -> str | None:
 
 
 class DecisionLog:
-    """Base of the SQLite and PostgreSQL logs; use DecisionLog.open().
+    """Base of the SQLite and PostgreSQL logs; open one with connect.open_log().
 
-    A backend provides _insert_many(rows), _read(sql, args), _write(sql, args) -> rows changed,
+    A store provides _insert_many(rows), _read(sql, args), _write(sql, args) -> rows changed,
     _probe_write(), the placeholders _P (a value) and _T (a time), and _time_text(value).
     """
 
     url: str
     _P = "?"
     _T = "?"
-
-    @staticmethod
-    def open(url_or_path: str | os.PathLike | None = None) -> "DecisionLog":
-        """Open (and create, or migrate to the current schema) the log: a SQLite path or sqlite:/// URL, or a
-        postgresql:// URL."""
-        target = url_or_path if url_or_path not in (None, "") else os.environ.get("KENTINO_DB") or DEFAULT_PATH
-        text = os.fspath(target)
-        scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-        if scheme in ("postgresql", "postgres"):
-            from .postgres import PostgresDecisionLog  # imports this module: loaded on demand
-            return PostgresDecisionLog(text)
-        from .sqlite import SqliteDecisionLog
-        if scheme == "sqlite":
-            return SqliteDecisionLog(sqlite_path(text))  # sqlite:///abs/path.db
-        if scheme:
-            raise DecisionLogError(f"unsupported decision log URL '{text}': use a file path, sqlite:///path "
-                                   "or postgresql://user@host/db")
-        return SqliteDecisionLog(text)
 
     # -- writing -------------------------------------------------------------------------------
     def record(self, facts, answer, source: str, session_id: str | None = None, turn: int | None = None) -> str:
@@ -232,95 +202,9 @@ class DecisionLog:
         return value
 
 
-def _reason(exc: Exception) -> str:
+def reason_of(exc: Exception) -> str:
     """A driver error as one line; an error that is not the driver's own is named by its type."""
     text = " ".join(str(exc).split())
     if isinstance(exc, (sqlite3.Error, DecisionLogError)) or type(exc).__module__.startswith("psycopg"):
         return text
     return f"{type(exc).__name__}: {text}"
-
-
-# -- deciding and replaying --------------------------------------------------------------------
-
-def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None, turn=None) -> dict:
-    """Recommend, rank the open questions, explain the kinds not chosen, record; return the response.
-
-    The decision is committed to `log` (when one is given) before this returns; the response is
-    {decision_id, status, questions, why_not, **answer}.
-    """
-    session_id, turn = check_meta(session_id, turn)  # before the work: a bad turn is refused, not evaluated
-    raw, logged, body = evaluate_checked(expert, facts)
-    decision_id = log.record(raw, logged, source, session_id=session_id, turn=turn) if log is not None else None
-    return respond(decision_id, body)
-
-
-def evaluate_checked(expert, facts, logger=None) -> tuple[dict, dict, dict]:
-    """evaluate_decision(), with the arithmetic failing on extreme (but valid) facts an EngineError.
-
-    Such facts are the caller's to change, so they get a message, not a crash; `logger` (default:
-    this module's) keeps the traceback for whoever maintains the rules.
-    """
-    try:
-        return evaluate_decision(expert, facts)
-    except KentinoError:
-        raise
-    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
-        (logger or logging.getLogger(__name__)).warning("facts that cannot be evaluated: %r", facts, exc_info=True)
-        raise EngineError(f"{type(exc).__name__}: {exc}") from None
-
-
-def evaluate_decision(expert, facts) -> tuple[dict, dict, dict]:
-    """(facts as given, the answer to log, the response body without its id): all of deciding but the write."""
-    from ..domain.workload import Workload, validate_facts
-    from ..answer.questions import rank_questions
-    from ..answer.whynot import why_not_from
-    workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-    answer, firings, final = expert.recommend_traced(workload)
-    questions = rank_questions(expert, workload, answer.recommendation.kind)
-    not_chosen = why_not_from(expert, firings, final)
-    logged = answer.model_dump(mode="json")  # once: the log and the response share it
-    raw = facts.known() if isinstance(facts, Workload) else dict(facts)
-    status = "provisional" if questions else "final"
-    body = {"status": status, "questions": questions, "why_not": not_chosen,
-            **{k: v for k, v in logged.items() if k != "status"}}
-    return raw, logged, body
-
-
-def respond(decision_id: str | None, body: dict) -> dict:
-    """The response: the decision id first, then the body."""
-    return {"decision_id": decision_id, **body}
-
-
-_COMPARED = ("kind", "nodes", "gpus_per_node", "gpu", "precision", "replicas", "interconnect", "parallelism")
-
-
-def replay(expert, decision: dict) -> dict:
-    """Re-evaluate a stored decision's facts with the current rules; report what changed and digest drift."""
-    old = decision.get("answer") or {}
-    old_rec = old.get("recommendation") or {}
-    old_digest = decision.get("digest") or (old.get("ruleset") or {}).get("digest")
-    report = {"decision_id": decision.get("decision_id"), "old_digest": old_digest,
-              "new_digest": expert.ruleset.digest, "digest_changed": old_digest != expert.ruleset.digest}
-    try:
-        answer = expert.recommend(decision.get("facts") or {})
-    except KentinoError as exc:
-        report.update(unchanged=False, error=str(exc), changes={}, rules_changed=[], warnings_changed=[])
-        return report
-    new = answer.model_dump(mode="json")
-    new_rec = new["recommendation"]
-    changes = {key: {"old": old_rec.get(key), "new": new_rec.get(key)}
-               for key in _COMPARED if old_rec.get(key) != new_rec.get(key)}
-    if old.get("status") != new["status"]:
-        changes["status"] = {"old": old.get("status"), "new": new["status"]}
-    old_rules = [step["rule"] for step in old.get("trace", [])]
-    new_rules = [step["rule"] for step in new["trace"]]
-    rules_changed = ([{"rule": r, "old": True, "new": False, "change": "no longer fires"}
-                      for r in old_rules if r not in new_rules]
-                     + [{"rule": r, "old": False, "new": True, "change": "now fires"}
-                        for r in new_rules if r not in old_rules])
-    old_warnings = sorted(w["code"] for w in old.get("warnings", []))
-    new_warnings = sorted(w["code"] for w in new["warnings"])
-    warnings_changed = sorted(set(old_warnings) ^ set(new_warnings))
-    report.update(unchanged=not changes and not rules_changed and not warnings_changed, changes=changes,
-                  rules_changed=rules_changed, warnings_changed=warnings_changed, new_answer=new)
-    return report

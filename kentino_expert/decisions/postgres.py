@@ -10,7 +10,7 @@ from datetime import timezone
 from urllib.parse import unquote
 
 from .schema import COLUMNS, migrate_postgres
-from .log import DecisionLog, _reason
+from .log import DecisionLog, reason_of
 from ..errors import DecisionLogError, LogUnavailable
 from .readers import ReaderPool
 
@@ -86,7 +86,7 @@ class PostgresDecisionLog(DecisionLog):
         return _scrub(self.url, self.url)
 
     def _error(self, what: str, exc: Exception) -> DecisionLogError:
-        return DecisionLogError(f"decision log {self._safe_url()}: {what}: {_scrub(_reason(exc), self.url)}")
+        return DecisionLogError(f"decision log {self._safe_url()}: {what}: {_scrub(reason_of(exc), self.url)}")
 
     def _connection(self):
         if self._conn is None:

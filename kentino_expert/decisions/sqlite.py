@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from .schema import COLUMNS, migrate_sqlite
-from .log import DecisionLog, _reason
+from .log import DecisionLog, reason_of
 from ..errors import DecisionLogError, LogUnavailable
 from .readers import ReaderPool
 
@@ -111,7 +111,7 @@ class SqliteDecisionLog(DecisionLog):
             try:
                 self._begin_immediate(conn)
             except sqlite3.Error as exc:  # locked past busy_seconds: nothing could be written
-                raise LogUnavailable(f"decision log {self.path}: {what}: {_reason(exc)}") from None
+                raise LogUnavailable(f"decision log {self.path}: {what}: {reason_of(exc)}") from None
             try:
                 result = work(conn)
                 conn.execute("COMMIT")
@@ -120,7 +120,7 @@ class SqliteDecisionLog(DecisionLog):
                 self._rollback(conn)
                 if not isinstance(exc, Exception):
                     raise
-                raise DecisionLogError(f"decision log {self.path}: {what}: {_reason(exc)}") from None
+                raise DecisionLogError(f"decision log {self.path}: {what}: {reason_of(exc)}") from None
 
     def _insert_many(self, rows: list[dict]) -> None:
         sql = f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -147,7 +147,7 @@ class SqliteDecisionLog(DecisionLog):
                 self._rollback(conn)
                 if not isinstance(exc, Exception):
                     raise
-                raise DecisionLogError(f"decision log {self.path}: not writable: {_reason(exc)}") from None
+                raise DecisionLogError(f"decision log {self.path}: not writable: {reason_of(exc)}") from None
 
 
 def _retry_locked(step, seconds: float = 30.0) -> None:

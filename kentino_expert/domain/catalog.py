@@ -127,6 +127,19 @@ class Knowledge(BaseModel):
         return node
 
 
+# the facts that hold an id of the catalog, and the table each names
+CATALOG_FACTS = {"model": "models", "gpu": "gpus", "proposed_gpu": "gpus", "interconnect": "links"}
+
+
+def catalog_of(knowledge: Knowledge) -> dict:
+    """fact -> (ids, {alias: id}) for the facts that hold a catalog id."""
+    out = {}
+    for fact, table in CATALOG_FACTS.items():
+        specs = getattr(knowledge, table)
+        out[fact] = (frozenset(specs), {alias: spec.id for spec in specs.values() for alias in spec.aliases})
+    return out
+
+
 def _lookup(table: dict, name: str, field: str):
     key = str(name).strip().lower()
     if key in table:

@@ -2,24 +2,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..errors import EngineError
-from .workload import PRECISIONS  # noqa: F401  (re-exported: the weight precisions sized below)
 from .catalog import GpuSpec, Knowledge, ModelSpec
-
-TRAINING_TASKS = ("lora", "qlora", "full-finetune", "pretraining")
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One sizing number as the answer reports it."""
-
-    name: str
-    value: float | int | bool | str
-    unit: str
-    description: str
-
 
 def weights_gb(params_b: float, precision: str, constants: dict) -> float:
     """Weight memory: parameters x bytes per weight (+ scale overhead at INT4)."""

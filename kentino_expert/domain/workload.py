@@ -5,20 +5,13 @@ import json
 import math
 import re
 import sys
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from ..errors import InputError, Location, printable
+from ..errors import InputError, Location, did_you_mean, printable
 from ..yamlsrc import YamlSourceError, load_yaml
-
-Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
-Precision = Literal["bf16", "fp8", "int4"]
-Latency = Literal["interactive", "production", "offline"]
-Tenancy = Literal["single", "multi"]
-TASKS: tuple[str, ...] = Task.__args__
-PRECISIONS: tuple[str, ...] = Precision.__args__  # the one list of weight precisions
-INFERENCE_TASKS = ("inference", "batch-inference")
+from .vocabulary import Latency, Precision, Task, Tenancy
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 MAX_TOKEN_TEXT = 40  # '15T' needs 3 characters; the cap comes before any pattern sees the text
@@ -132,7 +125,6 @@ def validate_facts(data) -> Workload:
         field = _field_of(first)
         suggestion = None
         if first["type"] == "extra_forbidden":
-            from ..errors import did_you_mean
             suggestion = did_you_mean(field.split(".")[-1], Workload.model_fields)
         raise InputError(_message_of(first), field=field, name=field, suggestion=suggestion) from None
 

@@ -1,9 +1,10 @@
-"""The rule language's expressions: tokenizer, parser and AST (no eval, no Python in rule files)."""
+"""The rule language's expressions: tokenizer and parser into the syntax tree of nodes.py (no eval)."""
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
+
+from .nodes import (And, Arith, Call, Compare, Exists, In, ListLit, Literal, Name, Neg, Node, Not, Or,
+                    children)
 
 COMPARISONS = ("<=", ">=", "==", "!=", "<", ">")
 FUNCTIONS = {"max": (1, None), "min": (1, None), "ceil": (1, 1), "floor": (1, 1), "round": (1, 2)}
@@ -31,80 +32,6 @@ class ExprSyntaxError(Exception):
         super().__init__(f"{message} (at column {offset + 1})")
 
 
-@dataclass(frozen=True)
-class Node:
-    """Base of every expression node; `pos` is the offset in the source text."""
-
-    pos: int
-
-
-@dataclass(frozen=True)
-class Literal(Node):
-    value: object
-
-
-@dataclass(frozen=True)
-class Name(Node):
-    id: str
-
-
-@dataclass(frozen=True)
-class ListLit(Node):
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Arith(Node):
-    op: str
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
-class Neg(Node):
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Call(Node):
-    func: str
-    args: tuple
-
-
-@dataclass(frozen=True)
-class Compare(Node):
-    op: str
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
-class In(Node):
-    left: Node
-    items: tuple  # Literal nodes
-    negated: bool = False
-
-
-@dataclass(frozen=True)
-class Exists(Node):
-    name: Name
-
-
-@dataclass(frozen=True)
-class Not(Node):
-    operand: Node
-
-
-@dataclass(frozen=True)
-class And(Node):
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Or(Node):
-    items: tuple
-
-
 def tokenize(text: str) -> list[tuple[str, str, int]]:
     tokens, pos = [], 0
     while pos < len(text):
@@ -117,16 +44,6 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
         pos = match.end()
     tokens.append(("end", "", len(text)))
     return tokens
-
-
-def finite_number(value) -> bool:
-    """A number (not a bool) that a double holds finitely: the engine, the answers and JSON all need one."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an exact integer beyond any double
-        return False
 
 
 def _unescape(body: str, pos: int) -> str:
@@ -338,35 +255,4 @@ def _check_depth(root: Node) -> None:
         if depth > MAX_NESTING:
             raise ExprSyntaxError(f"the expression nests deeper than {MAX_NESTING} levels "
                                   "(split a long chain of + - * / into figures or parameters)", node.pos)
-        stack.extend((child, depth + 1) for child in _children(node))
-
-
-def names_in(node: Node) -> list[Name]:
-    """Every Name the expression mentions, in source order."""
-    found: list[Name] = []
-    _walk(node, found)
-    return found
-
-
-def _walk(node, found):
-    if isinstance(node, Name):
-        found.append(node)
-        return
-    for child in _children(node):
-        _walk(child, found)
-
-
-def _children(node):
-    if isinstance(node, (Arith, Compare)):
-        return (node.left, node.right)
-    if isinstance(node, (Neg, Not)):
-        return (node.operand,)
-    if isinstance(node, Call):
-        return node.args
-    if isinstance(node, In):
-        return (node.left,)
-    if isinstance(node, Exists):
-        return (node.name,)
-    if isinstance(node, (And, Or)):
-        return node.items
-    return ()
+        stack.extend((child, depth + 1) for child in children(node))

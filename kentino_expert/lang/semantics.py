@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 
-from . import parser as ast
+from . import nodes
 class _Missing:
     __slots__ = ()
 
@@ -25,21 +25,21 @@ _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator
 _CALLS = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor, "round": round}
 
 
-def value_of(node: ast.Node, env: dict):
+def value_of(node: nodes.Node, env: dict):
     """The value of an arithmetic/value expression, or MISSING."""
-    if isinstance(node, ast.Literal):
+    if isinstance(node, nodes.Literal):
         return node.value
-    if isinstance(node, ast.Name):
+    if isinstance(node, nodes.Name):
         return env.get(node.id, MISSING)
-    if isinstance(node, ast.Neg):
+    if isinstance(node, nodes.Neg):
         inner = value_of(node.operand, env)
         return MISSING if inner is MISSING else -inner
-    if isinstance(node, ast.Arith):
+    if isinstance(node, nodes.Arith):
         left, right = value_of(node.left, env), value_of(node.right, env)
         if left is MISSING or right is MISSING or (node.op == "/" and right == 0):
             return MISSING
         return _ARITH[node.op](left, right)
-    if isinstance(node, ast.Call):
+    if isinstance(node, nodes.Call):
         args = [value_of(arg, env) for arg in node.args]
         if node.func in ("max", "min"):  # of the known values; missing only when none is known
             args = [arg for arg in args if arg is not MISSING]
@@ -52,27 +52,27 @@ def value_of(node: ast.Node, env: dict):
     return truth_of(node, env)
 
 
-def truth_of(node: ast.Node, env: dict) -> bool:
+def truth_of(node: nodes.Node, env: dict) -> bool:
     """The truth of a condition under the documented missing-value semantics."""
-    if isinstance(node, ast.Compare):
+    if isinstance(node, nodes.Compare):
         left, right = value_of(node.left, env), value_of(node.right, env)
         if left is MISSING or right is MISSING:
             return False
         return bool(_COMPARE[node.op](left, right))
-    if isinstance(node, ast.In):
+    if isinstance(node, nodes.In):
         left = value_of(node.left, env)
         if left is MISSING:
             return False
         inside = any(left == item.value for item in node.items)
         return not inside if node.negated else inside
-    if isinstance(node, ast.Exists):
+    if isinstance(node, nodes.Exists):
         return env.get(node.name.id, MISSING) is not MISSING
-    if isinstance(node, ast.Not):
+    if isinstance(node, nodes.Not):
         return not truth_of(node.operand, env)
-    if isinstance(node, ast.And):
+    if isinstance(node, nodes.And):
         return all(truth_of(item, env) for item in node.items)
-    if isinstance(node, ast.Or):
+    if isinstance(node, nodes.Or):
         return any(truth_of(item, env) for item in node.items)
-    if isinstance(node, (ast.Name, ast.Literal)):
+    if isinstance(node, (nodes.Name, nodes.Literal)):
         return value_of(node, env) is True
     raise TypeError(f"not a condition: {type(node).__name__}")

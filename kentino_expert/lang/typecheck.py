@@ -1,26 +1,15 @@
-"""Name and type checking of expressions, and folding parameters into constants."""
+"""Name and type checking of expressions against a namespace, each problem reported at its own column.
+
+The namespace is anything with `type_of(name)`, `names()` and `catalog` (fact -> (ids, {alias: id})):
+the rule set's (ruleset/namespace.py) in practice.
+"""
 from __future__ import annotations
 
-
-from . import parser as ast
-from ..domain.derive import BOOL, NUMBER, TEXT
+from . import nodes as ast
 from ..errors import did_you_mean
+from .valuetypes import BOOL, MIXED, NUMBER, TEXT, base_type as _base, literal_type
 
 _ORDERING = ("<", "<=", ">", ">=")
-
-
-def _base(kind):
-    if isinstance(kind, tuple) and kind and kind[0] == "enum":
-        return TEXT
-    return kind
-
-
-def literal_type(value):
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, (int, float)):
-        return NUMBER
-    return TEXT
 
 
 class _Checker:
@@ -81,7 +70,7 @@ class _Checker:
             return
         if node.op in _ORDERING and (_base(left) != NUMBER or _base(right) != NUMBER):
             self.error(node, "E103", f"'{node.op}' compares numbers only")
-        elif _base(left) != _base(right) and "mixed" not in (left, right):
+        elif _base(left) != _base(right) and MIXED not in (left, right):
             self.error(node, "E103", f"cannot compare {_base(left)} with {_base(right)}")
         for side, other, other_node in ((node.left, right, node.right), (node.right, left, node.left)):
             if isinstance(side, ast.Literal):
@@ -137,52 +126,3 @@ def check_value_expression(node, namespace, sink, rule_id, where, field: str | N
 
 def _described(kind) -> str:
     return {TEXT: "a text", BOOL: "true/false"}.get(_base(kind), f"a {_base(kind)} value")
-
-
-def oversized_constant(node):
-    """The first literal of a folded expression that no engine holds as a finite float, or None.
-
-    Folding is exact integer arithmetic: `hyperscale_qps * ...` can become an integer beyond any
-    double, which the engine cannot be given and an answer cannot turn into a count.
-    """
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not ast.finite_number(item.value):
-            return item
-        stack.extend(ast._children(item))
-    return None
-
-
-def fold(node, params: dict):
-    """Replace parameter names by their values and pre-compute constant arithmetic."""
-    if isinstance(node, ast.Name):
-        return ast.Literal(node.pos, params[node.id]) if node.id in params else node
-    if isinstance(node, ast.Arith):
-        left, right = fold(node.left, params), fold(node.right, params)
-        if isinstance(left, ast.Literal) and isinstance(right, ast.Literal) and _numeric(left, right):
-            if node.op == "/" and right.value == 0:
-                return ast.Arith(node.pos, node.op, left, right)
-            from .semantics import value_of
-            return ast.Literal(node.pos, value_of(ast.Arith(node.pos, node.op, left, right), {}))
-        return ast.Arith(node.pos, node.op, left, right)
-    if isinstance(node, ast.Neg):
-        inner = fold(node.operand, params)
-        if isinstance(inner, ast.Literal) and _numeric(inner):
-            return ast.Literal(node.pos, -inner.value)
-        return ast.Neg(node.pos, inner)
-    if isinstance(node, ast.Call):
-        return ast.Call(node.pos, node.func, tuple(fold(a, params) for a in node.args))
-    if isinstance(node, ast.Compare):
-        return ast.Compare(node.pos, node.op, fold(node.left, params), fold(node.right, params))
-    if isinstance(node, ast.In):
-        return ast.In(node.pos, fold(node.left, params), node.items, node.negated)
-    if isinstance(node, ast.Not):
-        return ast.Not(node.pos, fold(node.operand, params))
-    if isinstance(node, (ast.And, ast.Or)):
-        return type(node)(node.pos, tuple(fold(item, params) for item in node.items))
-    return node
-
-
-def _numeric(*literals) -> bool:
-    return all(isinstance(l.value, (int, float)) and not isinstance(l.value, bool) for l in literals)

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import string
 
-from ..lang import parser as ast
+from ..domain.state import RECOMMENDATION_PREFIX
+from ..errors import Location
+from ..lang import nodes as ast
+from ..lang.fold import fold
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
@@ -63,30 +66,19 @@ def satisfiable(constraints) -> bool:
     return any(all(_admits(c, v) for c in constraints) for v in probes)
 
 
-def contradiction(rule) -> str | None:
-    """A description of two conditions of the rule that no value meets together, or None."""
+def contradiction(rule, params: dict) -> str | None:
+    """A description of two conditions of the rule that no value meets together (parameters folded in
+    from `params`), or None."""
     by_name: dict = {}
     for condition in rule.source.when:
         for term in conjuncts(condition.node):
-            constraint = _constraint(_folded(term, rule))
+            constraint = _constraint(fold(term, params))
             if constraint:
                 by_name.setdefault(constraint[0], []).append(constraint)
     for name, constraints in by_name.items():
         if len(constraints) > 1 and not satisfiable(constraints):
             return f"no value of '{name}' meets all of: " + ", ".join(f"{op} {c!r}" for _, op, c in constraints)
     return None
-
-
-def _folded(term, rule):
-    return term if not rule.source.when else _PARAMS_FOLD(term)
-
-
-_PARAM_VALUES: dict = {}
-
-
-def _PARAMS_FOLD(term):
-    from ..lang.typecheck import fold
-    return fold(term, _PARAM_VALUES)
 
 
 def implies(stronger: list, weaker_term) -> bool:
@@ -125,14 +117,14 @@ def _strip_positions(node):
     return node
 
 
-def _terms(rule) -> list:
-    return [_strip_positions(_PARAMS_FOLD(term)) for c in rule.source.when for term in conjuncts(c.node)]
+def _terms(rule, params: dict) -> list:
+    return [_strip_positions(fold(term, params)) for c in rule.source.when for term in conjuncts(c.node)]
 
 
-def shadowing(rules) -> list[tuple]:
+def shadowing(rules, params: dict) -> list[tuple]:
     """(low, high) pairs: whenever `low` could fire, `high` (earlier) fires first and pre-empts it."""
     found = []
-    terms = {rule.id: _terms(rule) for rule in rules}
+    terms = {rule.id: _terms(rule, params) for rule in rules}
     # `implies` needs a term's names among the stronger side's: a cheap exact pre-filter
     names = {rule_id: frozenset(n.id for term in ts for n in ast.names_in(term)) for rule_id, ts in terms.items()}
     recommenders, writers = [], {}  # earlier rules, indexed by what could make them pre-empt a later one
@@ -169,7 +161,7 @@ def _template_names(template: str) -> set:
         return set()
 
 
-def _used_names(rules, parameters_holder) -> set:
+def _used_names(rules) -> set:
     used = set()
     for rule in rules:
         for condition in rule.source.when:
@@ -184,24 +176,26 @@ def _used_names(rules, parameters_holder) -> set:
 
 
 def analyse(rules, parameters, knowledge, namespace, sink) -> None:
-    """Add the W3xx warnings (and the E2xx engine-shape errors) of a compiled rule set to `sink`."""
-    _PARAM_VALUES.clear()
-    _PARAM_VALUES.update({name: p.value for name, p in parameters.items()})
-    used = _used_names(rules, parameters)
+    """Add the W3xx warnings of a compiled rule set to `sink`."""
+    params = {name: p.value for name, p in parameters.items()}
+    used = _used_names(rules)
     for name, parameter in parameters.items():
         if name not in used:
             sink.warning(parameter.location, "W303", f"parameter '{name}' is not used by any rule")
     encoded = {hid for rule in rules for hid in rule.heuristics}
     for hid in knowledge.heuristics:
         if hid not in encoded:
-            sink.warning(_heuristics_location(knowledge), "W304", f"heuristic '{hid}' is not encoded by any rule")
-    _dead_rules(rules, sink)
-    for low, high in shadowing(rules):
+            sink.warning(HEURISTICS_LOCATION, "W304", f"heuristic '{hid}' is not encoded by any rule")
+    _dead_rules(rules, params, sink)
+    for low, high in shadowing(rules, params):
         sink.warning(low.location, "W302", f"never fires: '{high.id}' (priority {high.priority:g}) "
                      "matches whenever this rule does and pre-empts it", rule=low.id)
     _inversions(rules, namespace, sink)
-    from ..engine.durable.terms import shape_problems
-    for problem in shape_problems(rules):
+
+
+def report_shape_problems(problems, sink) -> None:
+    """A backend's shape problems (engine/backend.py) as errors at the culprit's column."""
+    for problem in problems:
         sink.error(_shape_location(problem), problem.code, problem.message, rule=problem.rule.id)
 
 
@@ -211,22 +205,19 @@ def _shape_location(problem):
     when = rule.source.when
     if index is None or index >= len(when):
         return rule.location
-    from .compiler import condition_column
-    return condition_column(when[index], problem.pos)
+    return when[index].location_at(problem.pos)
 
 
-def _heuristics_location(knowledge):
-    from ..errors import Location
-    return Location("knowledge/heuristics.yaml", 1, 1)
+HEURISTICS_LOCATION = Location("knowledge/heuristics.yaml", 1, 1)
 
 
-def _dead_rules(rules, sink) -> None:
+def _dead_rules(rules, params, sink) -> None:
     written = {name for rule in rules for name in rule.writes}
     for rule in rules:
-        reason = contradiction(rule)
+        reason = contradiction(rule, params)
         if reason is None:
             for name in rule.reads:
-                if name.startswith("recommended_") and name not in written:
+                if name.startswith(RECOMMENDATION_PREFIX) and name not in written:
                     reason = f"it reads '{name}' but no rule recommends that field"
         if reason:
             sink.warning(rule.location, "W301", f"can never fire: {reason}", rule=rule.id)

@@ -1,26 +1,38 @@
-"""Rule directory -> checked, engine-neutral compiled rule set (names resolved, parameters folded, guards added)."""
+"""Rule directory -> checked, engine-neutral compiled rule set (names resolved, parameters folded, guards added).
+
+The backend that will run the rules is given (engine/registry.py): its reserved names and the shapes it
+cannot run are checked here too (E003, E201-E205); without one, only what every backend needs is.
+"""
 from __future__ import annotations
 
 import functools
 import hashlib
-import re
-import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
-from ..lang import parser as ast
+from ..domain.catalog import Knowledge, catalog_of
+from ..domain.state import RECOMMENDED_KIND, recommendation_key, warning_key
+from ..errors import Location
+from ..lang import nodes
+from ..lang.fold import fold, oversized_constant
+from ..lang.intervals import check_finite
+from ..lang.templates import check_template
+from ..lang.typecheck import check_condition, check_value_expression
+from ..lang.valuetypes import NUMBER
+from . import crosschecks
+from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
-from ..errors import Location, RuleFileError, did_you_mean
-from ..domain.catalog import Knowledge
-from .namespace import Namespace, build_namespace, catalog_of, recommendation_key, reserved_kind, warning_key
-from .ranges import Ranges, check_finite
-from .rulefile import (SPECIAL_FILES, Condition, Rule, read_fact_policies,
-                       read_parameters, read_rule_file, read_rules)
-from ..lang.typecheck import BOOL, NUMBER, TEXT, check_condition, check_value_expression, fold, oversized_constant
+from .namespace import Namespace, build_namespace
+from .ranges import Ranges
+from .policies import read_fact_policies, read_parameters
+from .rulefile import SPECIAL_FILES, Condition, Rule, read_rule_file, read_rules
 
-ENGINE_VERSION = "kentino-expert/0.1 durable-rules/2.0.28"
+# Mixed into every digest. It once named the durable backend's version; kept as it was so that the
+# digests logged before stay comparable: a digest identifies the rules and the knowledge, whichever
+# backend runs them (answers name the backend in `ruleset.engine`).
+DIGEST_SALT = "kentino-expert/0.1 durable-rules/2.0.28"
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,7 @@ class CompiledRule:
     heuristics: tuple[str, ...]
     description: str
     location: Location
-    conditions: tuple[ast.Node, ...]  # what a backend matches (guards included)
+    conditions: tuple[nodes.Node, ...]  # what a backend matches (guards included)
     source: Rule
     reads: tuple[str, ...]
     writes: tuple[str, ...]
@@ -106,147 +118,6 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     return files, rules, parameters, policies
 
 
-def _conclusions(rules) -> dict:
-    out: dict = {}
-    for rule in rules:
-        for name, value in rule.then.conclude:
-            out.setdefault(name, []).append(value)
-    return out
-
-
-def _check_identity(rules, knowledge, sink):
-    seen = {}
-    for rule in rules:
-        if rule.id in seen:
-            sink.error(rule.locations.get("id", rule.location), "E105",
-                       f"rule id '{rule.id}' is already used at {seen[rule.id]}", rule=rule.id)
-        else:
-            seen[rule.id] = rule.locations.get("id", rule.location)
-        for hid in rule.heuristics:
-            if hid not in knowledge.heuristics:
-                sink.error(rule.locations.get("heuristics", rule.location), "E104", f"unknown heuristic '{hid}'",
-                           rule=rule.id, suggestion=did_you_mean(hid, knowledge.heuristics))
-        if not rule.heuristics:
-            sink.error(rule.location, "E004", "a rule must cite at least one heuristic id", rule=rule.id)
-
-
-MAX_TEMPLATE_WIDTH = 40  # a width or precision beyond this is a mistake, and `{x:>99999999}` writes 100 MB
-_SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?z?#?0?(?P<width>\d+)?[,_]?"
-                   r"(?:\.(?P<precision>\d+))?(?P<type>[bcdeEfFgGnosxX%])?$", re.DOTALL)
-_SAMPLES = {NUMBER: (1234.5, 12), TEXT: ("text",), BOOL: (True,)}
-
-
-def check_template(template: str, where: Location, namespace: Namespace, sink, rule_id, what: str):
-    """E106 for an unknown name, a conversion, a nested field, or a format spec the name's values
-    cannot take (at run time a failing spec falls back to the bare value, silently)."""
-    try:
-        parts = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        sink.error(where, "E106", f"{what}: {exc}", rule=rule_id)
-        return
-    for _, field_name, spec, conversion in parts:
-        if field_name is None:
-            continue
-        problem, suggestion = _field_problem(field_name, spec, conversion, namespace)
-        if problem:
-            sink.error(where, "E106", f"{what}: {problem}", rule=rule_id, suggestion=suggestion)
-
-
-def _field_problem(name, spec, conversion, namespace):
-    """(why the field `{name!conversion:spec}` is wrong, a suggestion), or (None, None)."""
-    if not name.isidentifier():
-        return f"'{{{name}}}' must be a plain name", None
-    if conversion:
-        return f"'{{{name}!{conversion}}}': a conversion (!{conversion}) is not allowed; write '{{{name}}}'", None
-    if name not in namespace.types:
-        return f"unknown name '{name}'", did_you_mean(name, namespace.names())
-    if spec and "{" in spec:
-        return "nested fields are not allowed", None
-    return (_spec_problem(name, spec, namespace.types[name]) if spec else None), None
-
-
-def _spec_problem(name, spec, kind) -> str | None:
-    match = _SPEC.match(spec)
-    if not match:
-        return f"'{{{name}:{spec}}}': '{spec}' is not a format spec"
-    for part in ("width", "precision"):
-        if match.group(part) and int(match.group(part)) > MAX_TEMPLATE_WIDTH:
-            return f"'{{{name}:{spec}}}': the {part} is at most {MAX_TEMPLATE_WIDTH}"
-    kind = TEXT if isinstance(kind, tuple) else kind
-    samples = _SAMPLES.get(kind, (1234.5, 12, "text", True))  # "mixed": any of them
-    for sample in samples:
-        try:
-            format(sample, spec)
-            return None
-        except (ValueError, TypeError):
-            continue
-    return f"'{{{name}:{spec}}}': '{spec}' does not format {'a text' if kind == TEXT else 'this value'}"
-
-
-def _check_examples(rules, knowledge, policies, params, sink) -> None:
-    """A rule's example must be a valid workload: `rules docs` and `rules examples` run it."""
-    from types import SimpleNamespace
-
-    from ..domain.derive import derive
-    from ..errors import KentinoError
-    from ..domain.workload import validate_facts
-    if any(Path(d.location.file).name in SPECIAL_FILES for d in sink.errors):
-        return  # figures computed from a broken parameter would blame the examples for it
-    holder = SimpleNamespace(fact_policies=policies, parameter_values=params)
-    for rule in rules:
-        if not rule.example:
-            continue
-        try:
-            derive(validate_facts(rule.example), knowledge, holder)
-        except KentinoError as exc:
-            field = (getattr(exc, "field", None) or "").split(".")[0]
-            where = rule.locations.get(f"example:{field}", rule.locations.get("example", rule.location))
-            sink.error(where, "E003", f"example: {exc.render() if not field else field + ': ' + exc.message}",
-                       rule=rule.id, suggestion=None if not field else exc.suggestion)
-        except (ArithmeticError, ValueError, TypeError) as exc:  # a figure the example breaks
-            sink.error(rule.locations.get("example", rule.location), "E003", f"example: {exc}", rule=rule.id)
-
-
-def _check_sizing_parameters(files, parameters, sink) -> None:
-    """The sizing reads a few parameters itself (derive.SIZING_PARAMETERS): deleting one is an error here."""
-    from ..domain.derive import SIZING_PARAMETERS
-    where = next((name for name in files if Path(name).name == "parameters.yaml"), None)
-    if where is None:
-        return  # a missing parameters.yaml is already E001
-    for name in SIZING_PARAMETERS:
-        if name not in parameters:
-            sink.error(Location(where), "E003", f"parameter '{name}' is missing: the sizing uses it "
-                       "(kentino_expert/domain/derive.py, SIZING_PARAMETERS)")
-
-
-def _check_conclusion_names(rules, parameters, sink) -> None:
-    """A conclusion may not take a name that already means something: concluding a recommendation
-    field breaks every answer, a parameter makes the trace lie, a warning key hides the warning."""
-    for rule in rules:
-        for name, _ in rule.then.conclude:
-            kind = reserved_kind(name, parameters)
-            if kind:
-                sink.error(rule.locations.get(f"conclude:{name}", rule.location), "E003",
-                           f"cannot conclude '{name}': it is {kind}; give the conclusion a name of its own",
-                           rule=rule.id)
-
-
-def _check_warning_codes(rules, sink) -> None:
-    """Each warning code is given at most once: a second rule with the same code would never fire."""
-    seen = {}
-    for rule in rules:
-        if not rule.then.warn or not rule.then.warn[0]:
-            continue
-        code, where = rule.then.warn[0], rule.locations.get("warn.code", rule.location)
-        if code in seen:
-            first_rule, first_where = seen[code]
-            sink.error(where, "E105", f"warning code '{code}' is already given by rule '{first_rule}' at "
-                       f"{first_where}; each code is given at most once, so whichever rule gives it first silences the other",
-                       rule=rule.id)
-        else:
-            seen[code] = (rule.id, where)
-
-
 def _writes(rule: Rule) -> tuple[str, ...]:
     writes = [name for name, _ in rule.then.conclude]
     if rule.then.recommend:
@@ -256,22 +127,21 @@ def _writes(rule: Rule) -> tuple[str, ...]:
     return tuple(writes)
 
 
-def _guard(rule: Rule) -> tuple[ast.Node, ...]:
+def _guard(rule: Rule) -> tuple[nodes.Node, ...]:
     """Refraction by effect: a rule matches only while what it would write is still absent."""
     names = [name for name, _ in rule.then.conclude]
     if rule.then.recommend:
-        names = ["recommended_kind"] + names
+        names = [RECOMMENDED_KIND] + names
     if rule.then.warn:
         names.append(warning_key(rule.then.warn[0]))
-    return tuple(ast.Not(0, ast.Exists(0, ast.Name(0, name))) for name in names)
+    return tuple(nodes.Not(0, nodes.Exists(0, nodes.Name(0, name))) for name in names)
 
 
 def _compile_rule(rule: Rule, order: int, namespace, params, sink, ranges: Ranges) -> CompiledRule:
     conditions, reads = [], []
     for condition in rule.when:
-        where = lambda offset, c=condition: condition_column(c, offset)
         conditions.append(_checked_condition(condition, namespace, params, sink, ranges, rule.id))
-        reads += [n.id for n in ast.names_in(condition.node) if namespace.origins.get(n.id) != "parameter"]
+        reads += [n.id for n in nodes.names_in(condition.node) if namespace.origins.get(n.id) != "parameter"]
     recommend = [(key, _recommend_value(rule, key, value, namespace, params, sink, ranges))
                  for key, value in rule.then.recommend]
     if rule.because:
@@ -284,11 +154,9 @@ def _compile_rule(rule: Rule, order: int, namespace, params, sink, ranges: Range
                         tuple(recommend))
 
 
-
-
 def _checked_condition(condition: Condition, namespace, params, sink, ranges, rule_id):
     """A condition type-checked and folded; its arithmetic proven finite (E206) when it type-checks."""
-    where = lambda offset: condition_column(condition, offset)
+    where = condition.location_at
     errors = len(sink.errors)
     check_condition(condition.node, namespace, sink, rule_id, where)
     folded = fold(condition.node, params)
@@ -302,7 +170,7 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
     value must be a finite number over the ranges of its names (E206)."""
     if not isinstance(value, Condition):
         return value
-    where = lambda offset, c=value: condition_column(c, offset)
+    where = value.location_at
     numeric = namespace.type_of(recommendation_key(key)) == NUMBER
     errors = len(sink.errors)
     check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=numeric)
@@ -316,16 +184,9 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
     return folded
 
 
-def condition_column(condition: Condition, offset: int) -> Location:
-    """Line:column of the character at `offset` of a one-line condition."""
-    base = condition.location
-    from .rulefile import _starts_quoted
-    shift = 1 if _starts_quoted(base, condition.text) else 0
-    return Location(base.file, base.line, base.column + shift + offset)
-
-
 def digest_of(files: dict, knowledge: Knowledge) -> str:
-    sha = hashlib.sha256(ENGINE_VERSION.encode())
+    """sha256 over the rule files and the knowledge files (names and contents' digests)."""
+    sha = hashlib.sha256(DIGEST_SALT.encode())
     for name, digest in sorted(files.items()):
         sha.update(f"rules/{Path(name).name}:{digest}\n".encode())
     for name, digest in sorted(knowledge.files.items()):
@@ -333,22 +194,16 @@ def digest_of(files: dict, knowledge: Knowledge) -> str:
     return sha.hexdigest()
 
 
-def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: DiagnosticSink | None = None) -> RuleSet:
-    """Load and check a rule directory; raise RuleFileError listing every error found."""
+def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: DiagnosticSink | None = None,
+                    backend=None) -> RuleSet:
+    """Load and check a rule directory; raise RuleFileError listing every error found. `backend` (a class of
+    engine/backend.py's protocol) adds its reserved names and the rule shapes it cannot run to the checks."""
     sink = sink or DiagnosticSink()
     files, rules, parameters, policies = read_directory(directory, sink)
     if any(d.code == "E001" for d in sink.errors):  # the checks across files would blame the others
-        raise RuleFileError(sorted(sink.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
-    _check_sizing_parameters(files, parameters, sink)
-    _check_identity(rules, knowledge, sink)
-    _check_conclusion_names(rules, parameters, sink)
-    _check_warning_codes(rules, sink)
-    conclusions = _conclusions(rules)
-    namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
-    ranges = Ranges(namespace, conclusions, policies)
+        raise sink.error_report()
     params = {name: p.value for name, p in parameters.items()}
-    ranges.learn_recommendations(rules, params)
-    _check_examples(rules, knowledge, policies, params, sink)
+    namespace, ranges = _check_across(files, rules, parameters, policies, knowledge, sink, backend)
     for policy in policies.values():
         for default in policy.defaults:
             if default.when:
@@ -356,14 +211,30 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     ranked = sorted(enumerate(rules), key=lambda pair: (pair[1].priority, pair[0]))
     compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
                      for order, (_, rule) in enumerate(ranked, start=1))
-    from .analysis import analyse
     analyse(compiled, parameters, knowledge, namespace, sink)
+    if backend is not None:
+        report_shape_problems(backend.shape_problems(compiled), sink)
     if sink.errors:
-        raise RuleFileError(sorted(sink.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
+        raise sink.error_report()
     ruleset = RuleSet(str(directory), compiled, parameters, policies, namespace, knowledge.heuristics, files,
                       digest_of(files, knowledge), tuple(sink.sorted()))
     ruleset.by_id.update({rule.id: rule for rule in compiled})
     return ruleset
+
+
+def _check_across(files, rules, parameters, policies, knowledge, sink, backend) -> tuple[Namespace, Ranges]:
+    """The checks across rules (crosschecks.py), and the namespace and ranges every rule is checked in."""
+    crosschecks.check_sizing_parameters(files, parameters, sink)
+    crosschecks.check_identity(rules, knowledge, sink)
+    crosschecks.check_conclusion_names(rules, parameters, sink, getattr(backend, "reserved_names", ()))
+    crosschecks.check_warning_codes(rules, sink)
+    conclusions = crosschecks.conclusions_of(rules)
+    namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
+    ranges = Ranges(namespace, conclusions, policies)
+    params = {name: p.value for name, p in parameters.items()}
+    ranges.learn_recommendations(rules, params)
+    crosschecks.check_examples(rules, knowledge, policies, params, sink)
+    return namespace, ranges
 
 
 def deciding_subset(ruleset: RuleSet, target: str) -> RuleSet:

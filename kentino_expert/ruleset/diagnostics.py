@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import Location, printable
+from ..errors import Location, RuleFileError, printable, with_suggestion
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,7 @@ class Diagnostic:
 
     def __str__(self) -> str:
         """One printable line, whatever text of the rule file the message quotes."""
-        text = f"{self.location}: {self.code}: {self.message}"
-        if self.suggestion:
-            text += f" (did you mean '{self.suggestion}'?)"
+        text = with_suggestion(f"{self.location}: {self.code}: {self.message}", self.suggestion)
         if self.rule:
             text += f" [{self.rule}]"
         return printable(text)
@@ -50,6 +48,10 @@ class DiagnosticSink:
 
     def sorted(self) -> list[Diagnostic]:
         return sorted(self.items, key=lambda d: (d.location.file, d.location.line, d.location.column, d.code))
+
+    def error_report(self):
+        """A RuleFileError listing the errors by place (the order `rules check` prints them)."""
+        return RuleFileError(sorted(self.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
 
 
 # Codes, documented in the README ("For product managers").

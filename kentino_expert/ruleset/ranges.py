@@ -1,60 +1,27 @@
-"""Interval analysis of the rule language's arithmetic: `rules check` proves every value finite.
+"""The range of every name a rule set's arithmetic reads, for the interval analysis (lang/intervals.py, E206).
 
 Each name has a range: a fact its input bounds (the facts' JSON Schema, widened by the defaults of
 facts.yaml), a figure its declared range (checked where figures are computed, so the proof holds at
 run time), a conclusion the numbers rules conclude for it, a recommendation field any finite number;
-parameters are folded into constants before this runs. A value whose range is not finite is refused
-at the operation that may overflow: `params_b * 1e308 * 1e308` made every answer an OverflowError.
+parameters are folded into constants before this runs.
 """
 from __future__ import annotations
 
 import functools
 import math
-import sys
-from dataclasses import dataclass
 
-from ..lang import parser as ast
-FINITE_MAX = sys.float_info.max
-FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extremes the largest is ~1e17
-# counts that the sizing makes at least 1 (nodes_for, replicas_needed and ceil of a positive count)
-AT_LEAST_ONE = frozenset({
-    "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
-    "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "training_nodes",
-    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"})
+from ..domain.figures import figure_range
+from ..domain.state import recommendation_key
+from ..domain.workload import Workload
+from ..lang.fold import fold
+from ..lang.intervals import ANY_FINITE, EVERYTHING, Interval, Overflow, interval_of
+from ..lang.valuetypes import NUMBER, finite_number as _number
+
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"), "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
-
-
-@dataclass(frozen=True)
-class Interval:
-    """[lo, hi] (floats, possibly infinite); `integer` when every value in it is a whole number."""
-
-    lo: float
-    hi: float
-    integer: bool = False
-
-    @property
-    def finite(self) -> bool:
-        return math.isfinite(self.lo) and math.isfinite(self.hi)
-
-    def hull(self, other: "Interval") -> "Interval":
-        return Interval(min(self.lo, other.lo), max(self.hi, other.hi), self.integer and other.integer)
-
-    def __str__(self) -> str:
-        return f"{self.lo:g}..{self.hi:g}"
-
-
-EVERYTHING = Interval(-math.inf, math.inf)
-ANY_FINITE = Interval(-FINITE_MAX, FINITE_MAX)
-
-
-def figure_range(name: str) -> tuple[float, float]:
-    """The declared range of a numeric figure (derive.py refuses a figure outside it)."""
-    return (1.0 if name in AT_LEAST_ONE else 0.0), FIGURE_MAX
 
 
 @functools.cache
 def _schema():
-    from ..domain.workload import Workload
     return Workload.model_json_schema()
 
 
@@ -92,10 +59,6 @@ def fact_range(name: str, policies: dict | None = None) -> Interval | None:
     return interval
 
 
-def _number(value) -> bool:
-    return ast.finite_number(value)
-
-
 class Ranges:
     """The range of every name a rule set's arithmetic can read."""
 
@@ -110,7 +73,7 @@ class Ranges:
 
     def of(self, name: str) -> Interval | None:
         """The name's range, or None when it is not a number (no arithmetic reads it)."""
-        if self.namespace.type_of(name) != "number":
+        if self.namespace.type_of(name) != NUMBER:
             return None
         origin = self.namespace.origins.get(name)
         if origin == "fact":
@@ -126,7 +89,6 @@ class Ranges:
     def learn_recommendations(self, rules, params: dict) -> None:
         """The range of each numeric recommendation field: the hull of what every rule recommends for
         it (a value that is not proven finite is refused where it is, so it counts as any finite one)."""
-        from ..lang.typecheck import fold
         found: dict = {}
         for rule in rules:
             for key, value in rule.then.recommend:
@@ -138,144 +100,6 @@ class Ranges:
                 except (Overflow, KeyError, TypeError, ValueError, ArithmeticError, RecursionError):
                     interval = ANY_FINITE
                 if interval is not None:
-                    name = "recommended_" + key
+                    name = recommendation_key(key)
                     found[name] = found[name].hull(interval) if name in found else interval
         self.recommended = found
-
-
-def _product(a: float, b: float) -> float:
-    return 0.0 if a == 0 or b == 0 else a * b  # a bound of 0 times an infinite one is 0, not NaN
-
-
-def _spanning(values, integer: bool) -> Interval:
-    return Interval(min(values), max(values), integer)
-
-
-def _divide(left: Interval, right: Interval) -> Interval | None:
-    """left / right; an exact zero divisor gives no value (the language's division by zero is
-    unknown), so a whole-number divisor keeps away from zero by 1; None when no value ever results."""
-    if right.lo == right.hi == 0:
-        return None
-    parts = [right]
-    if right.lo <= 0 <= right.hi:
-        if not right.integer:
-            return EVERYTHING  # a divisor that can come arbitrarily close to zero
-        parts = [Interval(lo, hi, True) for lo, hi in ((right.lo, -1.0), (1.0, right.hi)) if lo <= hi]
-    return _spanning([a / b for part in parts for a in (left.lo, left.hi) for b in (part.lo, part.hi)], False)
-
-
-class Overflow(Exception):
-    """A value that may not be finite: `node` is the innermost operation to blame."""
-
-    def __init__(self, node, interval: Interval):
-        super().__init__(str(interval))
-        self.node, self.interval = node, interval
-
-
-def interval_of(node, ranges: Ranges) -> Interval | None:
-    """The range of a value expression (None: it never has a value); Overflow at the first operation
-    whose result may be infinite (or NaN)."""
-    result = _interval(node, ranges)
-    if result is not None and not result.finite:
-        raise Overflow(node, result)
-    return result
-
-
-def _interval(node, ranges):
-    if isinstance(node, ast.Literal):
-        if not _number(node.value):  # text, true/false, or a constant already refused as not finite
-            return None
-        value = float(node.value)
-        return Interval(value, value, isinstance(node.value, int) or value.is_integer())
-    if isinstance(node, ast.Name):
-        return ranges.of(node.id)
-    if isinstance(node, ast.Neg):
-        inner = interval_of(node.operand, ranges)
-        return None if inner is None else Interval(-inner.hi, -inner.lo, inner.integer)
-    if isinstance(node, ast.Arith):
-        return _arith(node, ranges)
-    if isinstance(node, ast.Call):
-        return _call(node, ranges)
-    return None  # a condition used as a value: true/false, no arithmetic
-
-
-def _arith(node, ranges):
-    left, right = interval_of(node.left, ranges), interval_of(node.right, ranges)
-    if left is None or right is None:
-        return None
-    integer = left.integer and right.integer
-    if node.op == "+":
-        return Interval(left.lo + right.lo, left.hi + right.hi, integer)
-    if node.op == "-":
-        return Interval(left.lo - right.hi, left.hi - right.lo, integer)
-    if node.op == "*":
-        return _spanning([_product(a, b) for a in (left.lo, left.hi) for b in (right.lo, right.hi)], integer)
-    return _divide(left, right)
-
-
-def _call(node, ranges):
-    args = [interval_of(arg, ranges) for arg in node.args]
-    known = [arg for arg in args if arg is not None]
-    if node.func in ("max", "min"):
-        if not known:
-            return None
-        present = [a for arg, a in zip(node.args, args) if a is not None and not ast.names_in(arg)]
-        integer = all(a.integer for a in known)
-        if node.func == "max":  # the known arguments only: at least every always-present one
-            lo = max([min(a.lo for a in known)] + [a.lo for a in present])
-            return Interval(lo, max(a.hi for a in known), integer)
-        hi = min([max(a.hi for a in known)] + [a.hi for a in present])
-        return Interval(min(a.lo for a in known), hi, integer)
-    if len(known) < len(args):
-        return None
-    value = args[0]
-    if node.func == "ceil":
-        return Interval(float(math.ceil(value.lo)), float(math.ceil(value.hi)), True)
-    if node.func == "floor":
-        return Interval(float(math.floor(value.lo)), float(math.floor(value.hi)), True)
-    if len(args) == 1:  # round(x) to a whole number
-        return Interval(float(math.floor(value.lo)), float(math.ceil(value.hi)), True)
-    if not -1e6 <= args[1].lo <= args[1].hi <= 1e6:
-        return EVERYTHING  # round(x, n) with a huge n is an OverflowError
-    # round(x, n): to n decimals; a negative n rounds to a power of ten, at most ten times |x|
-    grow = 1.0 if args[1].lo >= 0 else 10.0
-    return Interval(min(value.lo * grow, value.lo - 1), max(value.hi * grow, value.hi + 1), False)
-
-
-def describe_overflow(exc: Overflow, ranges: Ranges) -> str:
-    """What overflows and over which ranges, in words."""
-    node = exc.node
-    names = sorted({n.id for n in ast.names_in(node)})
-    over = ", ".join(f"{name} in {ranges.of(name)}" for name in names) or "constants only"
-    if isinstance(node, ast.Arith) and node.op == "/":
-        divisor = _interval(node.right, ranges)
-        if divisor is not None and divisor.lo <= 0 <= divisor.hi:
-            return f"the divisor of this '/' can come arbitrarily close to 0 ({over})"
-    what = f"'{node.op}'" if isinstance(node, ast.Arith) else (
-        f"{node.func}()" if isinstance(node, ast.Call) else f"'{getattr(node, 'id', 'value')}'")
-    return f"{what} can overflow: its result can reach {exc.interval} ({over}; a number holds at most {FINITE_MAX:.4g})"
-
-
-def _value_sides(node) -> list:
-    """The value expressions inside a condition (or the node itself when it is a value)."""
-    if isinstance(node, ast.Compare):
-        return [node.left, node.right]
-    if isinstance(node, ast.In):
-        return [node.left]
-    if isinstance(node, ast.Not):
-        return _value_sides(node.operand)
-    if isinstance(node, (ast.And, ast.Or)):
-        return [side for item in node.items for side in _value_sides(item)]
-    if isinstance(node, (ast.Exists, ast.Name, ast.Literal)):
-        return []
-    return [node]
-
-
-def check_finite(node, ranges: Ranges, sink, rule_id, where, what: str) -> None:
-    """E206 at the first operation of `node` (a condition or a value) that may not be finite."""
-    for side in _value_sides(node):
-        try:
-            interval_of(side, ranges)
-        except Overflow as exc:
-            sink.error(where(exc.node.pos), "E206", f"{what}: {describe_overflow(exc, ranges)}", rule=rule_id)
-            return

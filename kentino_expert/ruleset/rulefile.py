@@ -1,34 +1,43 @@
-"""Reading rules/*.yaml into typed rule, parameter and fact-policy records, collecting diagnostics."""
+"""Reading rules/*.yaml into typed rule records, collecting diagnostics (policies.py: parameters and facts)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lang import parser as ast
-from .diagnostics import DiagnosticSink
+from ..domain.vocabulary import KINDS, PRECISIONS
 from ..errors import Location, did_you_mean
-from ..domain.workload import PRECISIONS
-from ..yamlsrc import LocatedDict, YamlSourceError, load_yaml, location_of, to_plain as _plain
+from ..lang import nodes, parser
+from ..lang.valuetypes import finite_number
+from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of, to_plain as _plain
+from .diagnostics import DiagnosticSink
 
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
 THEN_KEYS = ("conclude", "recommend", "warn")
 RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
-KINDS = ("single-node", "single-node-int4", "dp-replicas", "multi-node-ib", "frontier")
-PARAMETER_KEYS = ("value", "unit", "heuristics", "description")
-FACT_KEYS = ("description", "ask", "default", "tasks", "answered_by")
-DEFAULT_KEYS = ("when", "value", "why")
 SPECIAL_FILES = ("parameters.yaml", "facts.yaml")
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One `when` entry: its text, its parse, and where it stood."""
+    """One `when` entry (or another expression of a rule file): its text, its parse, where it stood, and
+    whether it was quoted (its text then starts one column after its location)."""
 
     text: str
-    node: ast.Node
+    node: nodes.Node
     location: Location
+    quoted: bool = False
+
+    def location_at(self, offset: int) -> Location:
+        """Line:column of the character at `offset` of the (one-line) expression."""
+        return offset_location(self.location, self.quoted, offset)
+
+
+def offset_location(base: Location, quoted: bool, offset: int) -> Location:
+    """Line:column of the character at `offset` of a one-line scalar that stood at `base`."""
+    shift = 1 if quoted and base.line else 0
+    return Location(base.file, base.line, base.column + shift + offset)
 
 
 @dataclass(frozen=True)
@@ -56,59 +65,6 @@ class Rule:
     locations: dict  # key -> Location, for diagnostics
 
 
-@dataclass(frozen=True)
-class Parameter:
-    """A named policy number."""
-
-    name: str
-    value: float
-    unit: str
-    description: str
-    heuristics: tuple[str, ...]
-    location: Location
-
-
-@dataclass(frozen=True)
-class FactDefault:
-    """A default the engine assumes for a missing fact, under an optional condition."""
-
-    value: object
-    why: str
-    when: Condition | None
-    location: Location
-
-
-@dataclass(frozen=True)
-class FactPolicy:
-    """What a fact means, the question to ask for it, and its defaults."""
-
-    name: str
-    description: str
-    ask: str
-    defaults: tuple[FactDefault, ...]
-    location: Location
-    tasks: tuple[str, ...] = ()
-    answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
-
-
-def expression_location(container, key, filename: str, text: str, offset: int) -> Location:
-    """Line:column of a character inside a one-line scalar (quoted or plain)."""
-    base = location_of(container, key, filename)
-    shift = 1 if base.line and _starts_quoted(base, text) else 0
-    return Location(base.file, base.line, base.column + shift + offset)
-
-
-def _starts_quoted(base: Location, text: str) -> bool:
-    line = _SOURCE_LINES.get(base.file, [])
-    if 0 < base.line <= len(line):
-        row = line[base.line - 1]
-        return base.column - 1 < len(row) and row[base.column - 1] in "'\""
-    return False
-
-
-_SOURCE_LINES: dict[str, list[str]] = {}
-
-
 def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
     """Parse one YAML file; on a syntax error record E001 and return None."""
     try:
@@ -116,7 +72,6 @@ def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
     except (OSError, UnicodeDecodeError) as exc:
         sink.error(Location(display), "E001", f"cannot read file: {exc}")
         return None, ""
-    _SOURCE_LINES[display] = text.splitlines()
     try:
         return load_yaml(text, display), text
     except YamlSourceError as exc:
@@ -133,13 +88,14 @@ def parse_condition(container, key, display: str, sink: DiagnosticSink, rule_id:
         sink.error(location_of(container, key, display), "E003",
                    "a condition must be a string such as \"params_b >= cliff_params_b\"", rule=rule_id)
         return None
+    quoted = is_quoted(container, key)
     try:
-        node = ast.parse(text)
-    except ast.ExprSyntaxError as exc:
-        where = expression_location(container, key, display, text, exc.offset)
+        node = parser.parse(text)
+    except parser.ExprSyntaxError as exc:
+        where = offset_location(location_of(container, key, display), quoted, exc.offset)
         sink.error(where, "E101", exc.message, rule=rule_id)
         return None
-    return Condition(text, node, location_of(container, key, display))
+    return Condition(text, node, location_of(container, key, display), quoted)
 
 
 def check_keys(mapping: LocatedDict, allowed, display: str, sink: DiagnosticSink, what: str,
@@ -151,7 +107,7 @@ def check_keys(mapping: LocatedDict, allowed, display: str, sink: DiagnosticSink
                        suggestion=did_you_mean(str(key), allowed))
 
 
-def _string(mapping, key, display, sink, rule_id=None, required=True) -> str:
+def text_field(mapping, key, display, sink, rule_id=None, required=True) -> str:
     value = mapping.get(key)
     if value is None:
         if required:
@@ -163,7 +119,7 @@ def _string(mapping, key, display, sink, rule_id=None, required=True) -> str:
     return value
 
 
-def _id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
+def id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
     value = mapping.get(key, [])
     if isinstance(value, str):
         value = [value]
@@ -171,67 +127,6 @@ def _id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
         sink.error(location_of(mapping, key, display), "E003", f"'{key}' must be a list of ids", rule=rule_id)
         return ()
     return tuple(value)
-
-
-def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Parameter]:
-    out: dict[str, Parameter] = {}
-    section = data.get("parameters") if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'parameters:' mapping")
-        return out
-    check_keys(data, ("parameters",), display, sink, "the parameters file")
-    for name, body in section.items():
-        where = section.key_locations.get(name, Location(display))
-        if not isinstance(body, dict):
-            body = LocatedDict({"value": body})
-            body.key_locations, body.value_locations, body.location = {}, {}, where
-        check_keys(body, PARAMETER_KEYS, display, sink, f"parameter '{name}'")
-        value = body.get("value")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            sink.error(location_of(body, "value", display), "E003", f"parameter '{name}' needs a numeric 'value'")
-            value = 0  # still a known name: its users are not reported as referring to an unknown one
-
-        out[str(name)] = Parameter(str(name), value, str(body.get("unit", "")), str(body.get("description", "")),
-                                   _id_list(body, "heuristics", display, sink), where)
-    return out
-
-
-def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, FactPolicy]:
-    out: dict[str, FactPolicy] = {}
-    section = data.get("facts") if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'facts:' mapping")
-        return out
-    check_keys(data, ("facts",), display, sink, "the facts file")
-    for name, body in section.items():
-        where = section.key_locations.get(name, Location(display))
-        if not isinstance(body, dict):
-            sink.error(where, "E003", f"fact '{name}' must be a mapping with description/ask/default")
-            continue
-        check_keys(body, FACT_KEYS, display, sink, f"fact '{name}'")
-        defaults = []
-        raw = body.get("default", [])
-        if not isinstance(raw, list):
-            sink.error(location_of(body, "default", display), "E003", "'default' must be a list of {when, value, why}")
-            raw = []
-        for index, item in enumerate(raw):
-            item_where = location_of(raw, index, display)
-            if not isinstance(item, dict) or "value" not in item:
-                sink.error(item_where, "E003", "a default needs 'value' (and optional 'when', 'why')")
-                continue
-            check_keys(item, DEFAULT_KEYS, display, sink, f"a default of '{name}'")
-            when = parse_condition(item, "when", display, sink, None) if "when" in item else None
-            defaults.append(FactDefault(item["value"], str(item.get("why", "")), when, item_where))
-        out[str(name)] = FactPolicy(str(name), _string(body, "description", display, sink),
-                                    _string(body, "ask", display, sink), tuple(defaults), where,
-                                    _id_list(body, "tasks", display, sink), _id_list(body, "answered_by", display, sink))
-    for name, policy in out.items():
-        for other in policy.answered_by:
-            if other not in out or other == name:
-                sink.error(location_of(section[name], "answered_by", display), "E102",
-                           f"answered_by of '{name}' names '{other}', which is not another fact of this file",
-                           suggestion=did_you_mean(other, [n for n in out if n != name]))
-    return out
 
 
 def _read_effects(rule_map, display, sink, rule_id) -> Effects:
@@ -249,7 +144,7 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
         else:
             for name, value in body.items():
                 if not isinstance(value, (bool, int, float, str)) or (
-                        isinstance(value, (int, float)) and not isinstance(value, bool) and not ast.finite_number(value)):
+                        isinstance(value, (int, float)) and not isinstance(value, bool) and not finite_number(value)):
                     sink.error(location_of(body, name, display), "E003",
                                f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
                                rule=rule_id)
@@ -293,7 +188,7 @@ def _read_recommend(then, display, sink, rule_id):
             sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a number or an expression",
                        rule=rule_id)
         elif isinstance(value, (int, float)):
-            if ast.finite_number(value):
+            if finite_number(value):
                 out.append((key, value))
             else:  # YAML's .inf/.nan: no count and no JSON answer can hold it
                 sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a finite number",
@@ -311,10 +206,10 @@ def _read_warn(then, display, sink, rule_id):
         sink.error(location_of(then, "warn", display), "E003", "'warn' needs 'code' and 'message'", rule=rule_id)
         return None
     check_keys(body, ("code", "message"), display, sink, "warn", rule_id)
-    code = _string(body, "code", display, sink, rule_id)
+    code = text_field(body, "code", display, sink, rule_id)
     if code and not _KEBAB.match(code):
         sink.error(location_of(body, "code", display), "E003", f"warning code '{code}' must be kebab-case", rule=rule_id)
-    return (code, _string(body, "message", display, sink, rule_id))
+    return (code, text_field(body, "message", display, sink, rule_id))
 
 
 def _read_when(rule_map, display, sink, rule_id) -> tuple[Condition, ...]:
@@ -353,11 +248,11 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
         sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts", rule=rule_id)
         example = None
     rule = Rule(
-        id=rule_id or "?", heuristics=_id_list(rule_map, "heuristics", display, sink, rule_id),
-        description=_string(rule_map, "description", display, sink, rule_id, required=False),
+        id=rule_id or "?", heuristics=id_list(rule_map, "heuristics", display, sink, rule_id),
+        description=text_field(rule_map, "description", display, sink, rule_id, required=False),
         priority=priority, when=_read_when(rule_map, display, sink, rule_id),
         then=_read_effects(rule_map, display, sink, rule_id),
-        because=_string(rule_map, "because", display, sink, rule_id),
+        because=text_field(rule_map, "because", display, sink, rule_id),
         example=_plain(example) if example else None, location=where,
         locations={**{key: location_of(rule_map, key, display) for key in rule_map},
                    **_inner_locations(rule_map, display)},

@@ -1,8 +1,9 @@
 """JSON Schemas for editors and tools: the rule files and the input facts."""
 from __future__ import annotations
 
-from ..domain.workload import PRECISIONS, Workload
-from .rulefile import KINDS, RECOMMEND_KEYS
+from ..domain.vocabulary import KINDS, PRECISIONS
+from ..domain.workload import Workload
+from .rulefile import RECOMMEND_KEYS
 
 _EXPR = {"type": "string", "description": "an expression of the rule language"}
 

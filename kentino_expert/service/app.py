@@ -19,10 +19,7 @@ import logging
 import os
 import signal
 import threading
-import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,97 +27,22 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..answer.explain import explain_html, explain_markdown
+from ..decisions.connect import open_log
+from ..decisions.log import MAX_HTTP_PAGE
+from ..decisions.meta import normalise_time
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from ..sandbox import built
+from ..expert import Expert
+from ..sandbox import vet
+from ..version import __version__
 from .guard import Access, Guard, document_access
+from .holder import ExpertHolder
 from .http_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, facts_schema_for,
-                         input_error_message, read_limited, request_schema, tool_definition)
-
-log = logging.getLogger("kentino_expert.service")
+                      read_limited, request_schema, tool_definition)
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
     return JSONResponse({"detail": [{"field": field, "message": message}], **extra}, status_code=status)
-
-
-# -- the expert, swapped atomically ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Serving:
-    """What is being served, as one value: readers never see a new generation with an old expert."""
-    expert: object
-    generation: int
-    loaded_at: float
-    last_error: str | None = None
-
-
-class ExpertHolder:
-    """The expert in service; `reload` builds a new one and swaps it in only when it loads.
-
-    The state is one frozen `Serving` replaced by a single assignment, so a request or /readyz
-    running beside a reload thread sees either the old state or the new one, never a mix.
-    With several worker processes a reload in one worker touches `reload_file`; the others see its
-    new mtime on their next request and reload themselves (refusing, as here, a broken rule set).
-    """
-
-    def __init__(self, factory, reload_file: str | None = None):
-        self.factory = factory
-        self._lock = threading.Lock()
-        self.reload_file = Path(reload_file) if reload_file else None
-        self._seen_mark = self._mark()
-        self.serving = Serving(built(factory), 1, time.time())
-
-    @property
-    def expert(self):
-        return self.serving.expert
-
-    def _mark(self):
-        try:
-            return self.reload_file.stat().st_mtime_ns if self.reload_file else None
-        except OSError:
-            return None
-
-    def snapshot(self) -> Serving:
-        """The state to use for one whole request (later swaps do not affect it). A reload signalled
-        by another worker runs in a thread of its own: its trial load can take up to the sandbox's
-        limit, and the request (on the event loop) is answered by the current rules meanwhile."""
-        if self.reload_file is not None:
-            mark = self._mark()
-            if mark != self._seen_mark:
-                self._seen_mark = mark
-                threading.Thread(target=self._signalled_reload, name="kentino-reload", daemon=True).start()
-        return self.serving
-
-    def _signalled_reload(self) -> None:
-        try:
-            self.reload(propagate=False)
-        except KentinoError as exc:
-            log.error("reload signalled by another worker refused: %s", exc)
-
-    def current(self):
-        """The expert to use for one whole request."""
-        return self.snapshot().expert
-
-    def reload(self, propagate: bool = True) -> dict:
-        """Build a new expert from the same factory; raise its KentinoError (any other failure of the
-        build becomes one) and keep the old one if it fails."""
-        with self._lock:
-            old = self.serving
-            try:
-                new = built(self.factory)
-            except KentinoError as exc:
-                self.serving = replace(old, last_error=str(exc))
-                raise
-            self.serving = Serving(new, old.generation + 1, time.time())
-            if propagate and self.reload_file is not None:
-                try:
-                    self.reload_file.touch()
-                    self._seen_mark = self._mark()
-                except OSError as exc:
-                    log.warning("cannot signal the other workers through %s: %s", self.reload_file, exc)
-        # the old expert's engine is closed by its finaliser once the last request using it is done
-        return {"reloaded": True, "digest": new.ruleset.digest, "previous_digest": old.expert.ruleset.digest,
-                "rules": len(new.ruleset.rules), "generation": old.generation + 1}
 
 
 def _diagnostics(exc: KentinoError) -> list[dict]:
@@ -143,9 +65,6 @@ ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cann
 # -- the app ----------------------------------------------------------------------------------------
 
 def _default_factory(rules_dir=None, knowledge_dir=None):
-    from ..expert import Expert
-    from ..sandbox import vet
-
     def build():
         vet(rules_dir, knowledge_dir)  # a trial load in a child process first: a hang or crash is refused there
         return Expert(rules_dir, knowledge_dir)
@@ -157,18 +76,17 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
                reload_file: str | None = None, admin_token: str | None = None, read_token: str | None = None,
                allowed_hosts=None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
-    DecisionLog (default: DecisionLog.open(db), i.e. KENTINO_DB or ./kentino-decisions.db).
+    DecisionLog (default: connect.open_log(db), i.e. KENTINO_DB or ./kentino-decisions.db).
 
     Tokens and allowed Host names not given come from KENTINO_ADMIN_TOKEN, KENTINO_READ_TOKEN and
     KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access).
     """
-    from ..decisions.log import DecisionLog
     access = Access.resolve(read_token, admin_token, allowed_hosts)
     factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
     holder = ExpertHolder(factory, reload_file)
-    decision_log = log if log is not None else DecisionLog.open(db)
+    decision_log = log if log is not None else open_log(db)
 
-    app = FastAPI(title="Kentino Expert", version=_version(),
+    app = FastAPI(title="Kentino Expert", version=__version__,
                   description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
                   lifespan=_lifespan(holder))
     app.state.holder = holder
@@ -246,7 +164,7 @@ def _install_error_handlers(app) -> None:
 
     @app.exception_handler(InputError)
     async def _input(request, exc: InputError):
-        return _detail(exc.field or exc.name or "facts", input_error_message(exc))
+        return _detail(exc.field or exc.name or "facts", exc.suggested())
 
     @app.exception_handler(DecisionLogError)
     async def _log_error(request, exc: DecisionLogError):
@@ -305,8 +223,6 @@ def _add_decision_routes(app, holder, decision_log) -> None:
              responses={200: {"description": "{decisions: [summary, ...], next_cursor: str | null}"},
                         422: ERROR_422, 503: ERROR_503})
     def decisions(since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None):
-        from ..decisions.meta import normalise_time
-        from ..decisions.log import MAX_HTTP_PAGE
         if not 1 <= limit <= MAX_HTTP_PAGE:
             raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
         if since:
@@ -328,7 +244,6 @@ def _add_decision_routes(app, holder, decision_log) -> None:
     @app.get("/v1/decisions/{decision_id}/explain", summary="A logged decision explained (markdown or html)",
              responses={404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
     def decision_explain(decision_id: str, format: str = "markdown"):
-        from ..answer.explain import explain_html, explain_markdown
         if format not in ("markdown", "html"):
             raise BadRequest("format", "must be 'markdown' or 'html'")
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
@@ -381,11 +296,6 @@ def _summary(row: dict) -> dict:
                                 "status", "summary")}
 
 
-def _version() -> str:
-    from .. import __version__
-    return __version__
-
-
 def tune_gc_for_serving(gen0: int = 20_000) -> None:
     """Fewer, cheaper collections in a serving process (measured: p99 at 16 clients 48 -> 35 ms).
 
@@ -406,7 +316,6 @@ def app_from_env() -> FastAPI:
     """
     app = create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
                      knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,
-                     db=os.environ.get("KENTINO_DB") or None,
-                     reload_file=os.environ.get("KENTINO_RELOAD_FILE") or None)
+                     reload_file=os.environ.get("KENTINO_RELOAD_FILE") or None)  # the log: open_log() reads KENTINO_DB
     tune_gc_for_serving()
     return app

@@ -11,8 +11,9 @@ from starlette.requests import ClientDisconnect, Request
 
 from .. import fastjson
 from ..decisions.meta import MAX_TURN, check_meta
-from ..errors import KentinoError
 from ..domain.workload import strict_json_loads
+from ..ruleset.schemas import facts_schema
+from .decide import decide
 
 MAX_BODY = 1_000_000
 DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
@@ -30,13 +31,6 @@ class BadRequest(Exception):
     def __init__(self, field: str | None, message: str, status: int = 422):
         super().__init__(message)
         self.field, self.message, self.status = field, message, status
-
-
-def input_error_message(exc: KentinoError) -> str:
-    text = exc.message
-    if exc.suggestion:
-        text += f" (did you mean '{exc.suggestion}'?)"
-    return text
 
 
 # -- request parsing --------------------------------------------------------------------------------
@@ -121,14 +115,12 @@ async def decide_off_loop(holder, decision_log, raw: bytes, query) -> bytes:
 
 
 def decide_and_record(holder, decision_log, raw: bytes, query) -> bytes:
-    """Parse, decide (or take the cached decision), commit, render: one request's work."""
-    from ..decisions.log import evaluate_checked, respond
+    """Parse, decide (or take the cached evaluation), commit, render: one request's work."""
     facts, session_id, turn = split_meta(parse_body(raw), query)
     expert = holder.current()  # one snapshot for the whole decision
     logger = logging.getLogger("uvicorn.error")  # arithmetic failing on extreme facts: the client's 422
-    raw_facts, logged, body = expert.answer_cache.get(facts, lambda given: evaluate_checked(expert, given, logger))
-    decision_id = decision_log.record(raw_facts, logged, "http", session_id, turn)
-    return fastjson.dumps_bytes(respond(decision_id, body))
+    decision = decide(expert, decision_log, facts, "http", session_id, turn, logger)
+    return fastjson.dumps_bytes(decision.response())
 
 
 # -- schemas ----------------------------------------------------------------------------------------
@@ -158,7 +150,6 @@ def inline_refs(schema: dict) -> dict:
 def facts_schema_for(ruleset, knowledge=None) -> dict:
     """JSON Schema of the facts, each property with its description, the question to ask (`x-ask`)
     and, given the knowledge catalog, the catalog names it accepts."""
-    from ..ruleset.schemas import facts_schema
     schema = facts_schema(ruleset, knowledge)
     schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
     build = schema.get("$defs", {}).get("ProposedBuild")

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 
 import httptools
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 HEAD, BODY = "head", "body"
@@ -202,7 +203,6 @@ def server_config(app, limits: HttpLimits, **options):
     The limits ride on the config, which uvicorn hands to every protocol instance (and pickles into
     the worker processes it spawns itself), so the protocol class stays importable by name.
     """
-    import uvicorn
     config = uvicorn.Config(app, http=LimitedHttpToolsProtocol, ws="none", **options)
     config.http_limits = limits
     return config

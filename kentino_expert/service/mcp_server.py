@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import contextmanager
 from typing import Any
 
+from ..answer.explain import explain_markdown
+from ..decisions.connect import open_log
 from ..errors import EngineError, KentinoError
+from ..expert import Expert
+from .decide import decide
 
 SERVER_NAME = "kentino-expert"
 INSTRUCTIONS = (
@@ -20,8 +25,9 @@ INSTRUCTIONS = (
     "answer added. Call `explain` with the decision_id for a Markdown explanation to show the person.")
 
 
-def _server_classes():
-    """(server class, ToolError class) of whichever mcp major version is installed."""
+def server_classes():
+    """(server class, ToolError class) of whichever mcp major version is installed (mcp is an optional
+    dependency: imported only here)."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
@@ -37,32 +43,32 @@ _logger = logging.getLogger("kentino_expert.mcp")
 
 def _message(exc: KentinoError) -> str:
     field = getattr(exc, "field", None) or exc.name
-    text = exc.message + (f" (did you mean '{exc.suggestion}'?)" if exc.suggestion else "")
+    text = exc.suggested()
     if isinstance(exc, EngineError) and not field:  # worded as POST /v1/recommend words it
         field, text = "facts", f"these facts cannot be evaluated: {text}"
     return f"{field}: {text}" if field else text
 
 
-def _recommend(expert, decision_log, facts, session_id, turn, tool_error) -> dict:
-    """decide() with every failure a tool error: the client gets a message, never a traceback."""
-    from ..decisions.log import decide
-    try:  # decide() checks session_id and turn by the rules of POST /v1/recommend
-        return decide(expert, decision_log, facts, "mcp", session_id=session_id, turn=turn)
+@contextmanager
+def _tool_errors(tool_error, tool: str, unexpected: str):
+    """Every failure of a tool as a tool error, translated once: a KentinoError is the client's (its message),
+    anything else is logged in full on stderr and named only by `unexpected`."""
+    try:
+        yield
+    except tool_error:
+        raise
     except KentinoError as exc:
         raise tool_error(_message(exc)) from None
-    except Exception:  # a bug, never the client's doing: logged in full on stderr
-        _logger.exception("internal error in tool recommend")
-        raise tool_error("internal error (logged on the server's stderr)") from None
+    except Exception:
+        _logger.exception("error in tool %s", tool)
+        raise tool_error(unexpected) from None
 
 
 def build_server(expert=None, log=None):
     """The MCP server object with the two tools; `expert` and `log` default to the bundled rules and KENTINO_DB."""
-    from ..expert import Expert
-    from ..decisions.log import DecisionLog
-    from ..answer.explain import explain_markdown
-    server_class, tool_error = _server_classes()
+    server_class, tool_error = server_classes()
     expert = expert or Expert()
-    log = log if log is not None else DecisionLog.open()
+    log = log if log is not None else open_log()
     server = server_class(SERVER_NAME, instructions=INSTRUCTIONS)
 
     @server.tool(name="recommend", description=(
@@ -71,14 +77,18 @@ def build_server(expert=None, log=None):
         "latency, tenancy, training_tokens, corpus_tokens, deadline_days, proposed_build, interconnect. Returns "
         "the answer with decision_id, status, ranked questions and why the other kinds were not chosen."))
     def recommend(facts: dict[str, Any], session_id: str | None = None, turn: int | None = None) -> dict[str, Any]:
-        return _recommend(expert, log, facts, session_id, turn, tool_error)
+        # decide() checks session_id and turn by the rules of POST /v1/recommend
+        with _tool_errors(tool_error, "recommend", "internal error (logged on the server's stderr)"):
+            return decide(expert, log, facts, "mcp", session_id, turn, _logger).response()
 
     @server.tool(name="explain", description=(
         "Explain a decision in Markdown: the answer, each rule that fired with actual values vs thresholds, the "
         "heuristics in the source document's words, assumptions and why not the other kinds. Give the "
         "`decision_id` of an earlier `recommend` result, or `facts` to explain without logging."))
     def explain(decision_id: str | None = None, facts: dict[str, Any] | None = None) -> str:
-        try:
+        # extreme facts or a bug: a message for the client, the traceback on stderr
+        with _tool_errors(tool_error, "explain", "these facts or this decision cannot be explained "
+                                                 "(logged on the server's stderr)"):
             if decision_id:
                 decision = log.get(decision_id)
                 if decision is None:
@@ -86,13 +96,6 @@ def build_server(expert=None, log=None):
                 return explain_markdown(expert, decision)
             if facts:
                 return explain_markdown(expert, expert.recommend(facts))
-        except tool_error:
-            raise
-        except KentinoError as exc:
-            raise tool_error(_message(exc)) from None
-        except Exception:  # extreme facts or a bug: a message for the client, the traceback on stderr
-            _logger.exception("error in tool explain")
-            raise tool_error("these facts or this decision cannot be explained (logged on the server's stderr)") from None
         raise tool_error("give a decision_id or facts")
 
     return server
@@ -100,11 +103,9 @@ def build_server(expert=None, log=None):
 
 def main(rules_dir=None, knowledge_dir=None, db=None) -> None:
     """Run the MCP server on stdin/stdout until the client closes it."""
-    from ..expert import Expert
-    from ..decisions.log import DecisionLog
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     expert = Expert(rules_dir, knowledge_dir)
-    server = build_server(expert, DecisionLog.open(db))
+    server = build_server(expert, open_log(db))
     server.run("stdio")
 
 

@@ -14,6 +14,7 @@ marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import shutil
@@ -24,6 +25,8 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+import uvicorn
 
 from .http_limits import HttpLimits, server_config
 
@@ -47,7 +50,6 @@ def _socket(host: str, port: int) -> socket.socket:
 def _die_with_parent() -> None:
     """Linux: the kernel sends this worker SIGTERM when the supervisor dies, even by SIGKILL."""
     try:
-        import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -75,7 +77,6 @@ def reload_marker():
 
 
 def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
-    import uvicorn
     _die_with_parent()
     if os.getppid() != parent:  # the supervisor died before the line above took effect
         return

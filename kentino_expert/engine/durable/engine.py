@@ -8,7 +8,7 @@ Built on the measured defects of durable-rules 2.0.28 (see README, "The engine")
 - actions are ours, run between C calls, so their exceptions reach the caller;
 - one state fact per group, no joins: the join defects (heap overflow, silently skipped
   cross-fact terms) cannot be reached; rules are packed into groups of at most 64 whose network
-  stays within the core's limits (durable_net: conditions under one node, the 64-entry matching
+  stays within the core's limits (network.py: conditions under one node, the 64-entry matching
   stack, the conditions one assert walks), and chunks keep each ruleset under its rule limit;
 - values are encoded without exponents, huge ints as floats, strings ASCII-escaped on both sides.
 """
@@ -17,12 +17,15 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 
 import durable_rules_engine as _dre
 
-from .network import Unrunnable, pack
-from .terms import ENGINE_NAMES, encode, encode_members, pattern_names, rule_pattern, rule_terms, shape_problems
 from ...errors import EngineError
+from ..backend import MAX_STEPS, Apply, ShapeProblem
+from .network import Unrunnable, pack
+from .terms import ENGINE_NAMES, encode, encode_members, pattern_names, rule_pattern, rule_terms
+from .terms import shape_problems as rule_shape_problems
 
 GROUP_RULES = 64       # rules per fact group at most (fewer when the network limits say so)
 CHUNK_RULES = 1024     # a ruleset holds at most 4,096 rules; session cost grows with the count
@@ -44,7 +47,6 @@ class CoreTimer:
         self.ns, self.calls, self._saved = 0, 0, {}
 
     def __enter__(self):
-        import time
         for name in _CORE_CALLS:
             original = self._saved[name] = getattr(_dre, name)
 
@@ -120,8 +122,18 @@ def _rule_of(message: str) -> str:
 class DurableEngine:
     """Runs a compiled rule set on durable-rules, synchronously, one session per evaluation."""
 
+    name = "durable"
+    # the wrapper's version and the one durable-rules release it is built for (pyproject pins it)
+    version = "kentino-expert/0.1 durable-rules/2.0.28"
+    reserved_names = ENGINE_NAMES
+
+    @classmethod
+    def shape_problems(cls, rules) -> list[ShapeProblem]:
+        """Conditions the translation refuses, and rules beyond the C core's network limits on their own."""
+        return rule_shape_problems(rules)
+
     def __init__(self, ruleset, chunk_rules: int = CHUNK_RULES):
-        problems = shape_problems(ruleset.rules, network=False)  # the network is checked by `layout`
+        problems = rule_shape_problems(ruleset.rules, network=False)  # the network is checked by `layout`
         if problems:
             problem = problems[0]
             raise EngineError(f"{problem.rule.location}: rule '{problem.rule.id}': {problem.message}")
@@ -147,7 +159,7 @@ class DurableEngine:
         except Exception:
             pass
 
-    def run(self, state: dict, apply, max_steps: int = 100_000) -> tuple[list[str], dict]:
+    def run(self, state: dict, apply: Apply, max_steps: int = MAX_STEPS) -> tuple[list[str], dict]:
         """Forward-chain from `state`; `apply(rule, state)` returns the properties a firing adds."""
         with self._lock:
             sid = str(next(self._sessions))

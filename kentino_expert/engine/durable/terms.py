@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from decimal import Decimal
 
-from ...lang import parser as ast
 from ...errors import EngineError
+from ...lang import nodes as ast
+from ...lang.semantics import MISSING, truth_of, value_of
+from ...lang.valuetypes import finite_number
+from ..backend import ShapeProblem
+from .network import rule_excesses
 
 MAX_PROPERTIES = 250   # a fact may carry at most 254 properties (error 302)
 MAX_DEPTH = 8          # nesting of and/or groups we accept (kept shallow on purpose)
@@ -124,7 +127,7 @@ def _constant(node: ast.Literal):
     """A literal the C core reads as the same number: finite and within a double's range."""
     value = node.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not ast.finite_number(value):
+        if not finite_number(value):
             raise ShapeError("a constant must be a finite number within about ±1.8e308 "
                              "(after folding parameters)", node.pos)
     return value
@@ -154,7 +157,6 @@ def _operand(node):
 
 
 def _constant_value(node):
-    from ...lang.semantics import MISSING, value_of
     value = value_of(node, {})
     if value is MISSING:  # a constant zero divisor; callers test divisors first
         raise _AlwaysZero()
@@ -230,7 +232,6 @@ def _compare(node: ast.Compare, negate: bool):
         left, right, op = right, left, _FLIP[op]
     if not isinstance(left, ast.Name):
         if not _names(left) and not _names(right):
-            from ...lang.semantics import truth_of
             holds = truth_of(ast.Compare(node.pos, op, left, right), {}) != negate
             return None if holds else _IMPOSSIBLE
         raise ShapeError("the left side of a comparison must be a single name (move arithmetic to the right)",
@@ -341,19 +342,6 @@ def rule_pattern(rule, group: str) -> dict:
     return {"pri": rule.order, "all": [{"m": {"$and": rule_terms(rule, group)}}]}
 
 
-@dataclass(frozen=True)
-class ShapeProblem:
-    """A rule the engine would refuse: which condition (index into `rule.conditions`, None for the
-    whole rule set) and the offset in it, so `rules check` can point at the culprit's column; `code`
-    says which limit (diagnostics.CODES)."""
-
-    rule: object
-    message: str
-    condition: int | None = None
-    pos: int = 0
-    code: str = "E201"
-
-
 def _condition_problem(rule, index, condition):
     try:
         translate(condition)
@@ -369,7 +357,7 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
     """Every rule the engine would refuse, with where; used by `rules check` and the engine.
 
     With `network`, also what each rule compiles to in durable-rules' network, measured against the
-    core's limits (durable_net): the engine itself packs rules into groups within them.
+    core's limits (network.py): the engine itself packs rules into groups within them.
     """
     problems = []
     for rule in rules:
@@ -388,7 +376,6 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
 
 def network_problems(rule) -> list[ShapeProblem]:
     """The limits of durable-rules' network that this rule goes beyond on its own."""
-    from .network import rule_excesses
     origins: dict = {}
     terms = rule_terms(rule, "g0", origins)[1:]
     return [ShapeProblem(rule, excess.message, *(excess.origin or (None, 0)), excess.code)
