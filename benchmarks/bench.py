@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kentino_expert.answer.pipeline import evaluate
+from kentino_expert.answer.pipeline import answer_for
 from kentino_expert.answer.render import to_json
 from kentino_expert.authoring.rules_diff import diff
 from kentino_expert.authoring.scenarios import Scenario, run_all
@@ -27,7 +27,7 @@ from kentino_expert.engine.chaining import run_rules
 from kentino_expert.engine.durable.engine import CoreTimer
 from kentino_expert.errors import Location
 from kentino_expert.expert import Expert
-from kentino_expert.service.decide import evaluate as evaluate_decision
+from kentino_expert.service.decide import evaluate_decision
 
 from .benchgen import generated_rules_dir, generated_scenarios
 from .workloads import CHAT, FINAL, unique_chat
@@ -55,21 +55,29 @@ def stages(runs: int) -> dict:
     durable, reference = Expert(), Expert(backend="reference")
     workloads = [validate_facts(w) for w in WORKLOADS]
     states = [_sized(durable, w).state() for w in workloads]
-    pick = lambda i: workloads[i % len(workloads)]
+
+    def pick(i):
+        return workloads[i % len(workloads)]
+
     answer = durable.recommend(WORKLOADS[0])
     return {
-        "recommend (durable, full trace)": timed(lambda i: evaluate(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
+        "recommend (durable, full trace)": timed(
+            lambda i: answer_for(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
         "  validation": timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
         "  sizing": timed(lambda i: _sized(durable, pick(i)), runs),
-        "  engine (durable-rules)": timed(lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
+        "  engine (durable-rules)": timed(
+            lambda i: run_rules(durable.ruleset, states[i % len(states)], durable.engine), runs),
         "  of which durable-rules C core": core_share(durable, states, runs),
         "  trace rendering (json)": timed(lambda i: to_json(answer), runs),
-        "baseline: recommend (reference)": timed(lambda i: evaluate(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
-        "baseline: engine (reference)": timed(lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
+        "baseline: recommend (reference)": timed(
+            lambda i: answer_for(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
+        "baseline: engine (reference)": timed(
+            lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
         "baseline: sizing alone": timed(lambda i: _sized(durable, pick(i)), runs),
         "decision, all facts (+why-not)": timed(lambda i: evaluate_decision(durable, FINAL), runs),
         "decision, first turn, cached what-ifs": timed(lambda i: evaluate_decision(durable, CHAT), runs),
-        "decision, first turn, new what-ifs": timed(lambda i: evaluate_decision(durable, unique_chat(i)), max(20, runs // 10)),
+        "decision, first turn, new what-ifs": timed(lambda i: evaluate_decision(durable, unique_chat(i)),
+                                                    max(20, runs // 10)),
         "rule load (real rules)": timed(lambda i: Expert().close(), max(5, runs // 100)),
     }
 
@@ -117,9 +125,10 @@ def growth(counts, runs: int) -> list[dict]:
             expert = Expert(rules)
             load_ms = (time.perf_counter() - start) * 1000
             state = _sized(expert, workload).state()
-            engine = timed(lambda i: run_rules(expert.ruleset, state, expert.engine), runs)
+            engine = timed(lambda i, expert=expert, state=state: run_rules(expert.ruleset, state, expert.engine), runs)
             reference = Expert(rules, backend="reference")
-            ref = timed(lambda i: run_rules(reference.ruleset, state, reference.engine), max(10, runs // 10))
+            ref = timed(lambda i, ref=reference, state=state: run_rules(ref.ruleset, state, ref.engine),
+                        max(10, runs // 10))
             rows.append({"rules": len(expert.ruleset.rules), "durable_rulesets": len(expert.engine._chunks),
                          "load_ms": load_ms, "engine_median_us": engine["median_us"], "engine_p99_us": engine["p99_us"],
                          "reference_median_us": ref["median_us"]})
@@ -129,7 +138,8 @@ def growth(counts, runs: int) -> list[dict]:
 
 
 def corpus(count: int) -> dict:
-    scenarios = [Scenario(s["name"], s["facts"], s["expect"], Location("<generated>")) for s in generated_scenarios(count)]
+    scenarios = [Scenario(s["name"], s["facts"], s["expect"], Location("<generated>"))
+                 for s in generated_scenarios(count)]
     expert, other = Expert(), Expert()
     start = time.perf_counter()
     run_all(expert, scenarios, _progress("test"))

@@ -9,13 +9,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import itertools
 import time
 from pathlib import Path
 
 import httpx
 
 from .workloads import CHAT, FINAL, unique_chat, unique_final
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -166,7 +166,8 @@ def http_section(quick: bool = False) -> list[dict]:
                 for name, facts_for in FACT_MIXES.items():
                     count = (100 if quick else 2000) // (4 if name == "chat-unique" else 1)
                     row = load(server.port, clients, count, facts_for)
-                    rows.append({"workers": workers, "facts": name, **row, "server_rss_mb": _rss_mb(server.process.pid)})
+                    rows.append({"workers": workers, "facts": name, **row,
+                                 "server_rss_mb": _rss_mb(server.process.pid)})
                     print(f"  {rows[-1]}", file=sys.stderr, flush=True)
         finally:
             server.stop()

@@ -11,7 +11,8 @@ from kentino_expert.domain.vocabulary import INFERENCE_TASKS, TASKS
 from kentino_expert.paths import bundled
 
 _TASKS = list(TASKS)
-_MODELS = ["llama-3.1-8b", "qwen2.5-14b", "qwen2.5-32b", "llama-3.1-70b", "mixtral-8x7b", "llama-3.1-405b", "deepseek-v3"]
+_MODELS = ["llama-3.1-8b", "qwen2.5-14b", "qwen2.5-32b", "llama-3.1-70b", "mixtral-8x7b", "llama-3.1-405b",
+           "deepseek-v3"]
 _CARDS = ["rtx-pro-6000", "rtx-5090", "l40", "l4"]
 
 

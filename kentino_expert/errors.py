@@ -4,7 +4,6 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .answer.cache import DEFAULT_SIZE, AnswerCache
 from .answer.model import Answer
-from .answer.pipeline import evaluate, evaluate_traced
+from .answer.pipeline import answer_for, answer_traced
 from .answer.whatif import KindOracle
 from .domain.catalog import Knowledge, load_knowledge
 from .domain.workload import Workload, read_facts, validate_facts
@@ -50,12 +50,12 @@ class Expert:
     def recommend(self, facts) -> Answer:
         """Answer a mapping of facts or a validated Workload."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return evaluate(workload, self.knowledge, self.ruleset, self.engine)
+        return answer_for(workload, self.knowledge, self.ruleset, self.engine)
 
     def recommend_traced(self, facts):
         """(answer, firings, final state) for a mapping of facts or a validated Workload."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return evaluate_traced(workload, self.knowledge, self.ruleset, self.engine)
+        return answer_traced(workload, self.knowledge, self.ruleset, self.engine)
 
     def kind_of(self, facts) -> str | None:
         """The kind the rules reach for a mapping of facts (or a Workload); raises KentinoError on bad facts."""

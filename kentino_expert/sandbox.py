@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .answer.pipeline import evaluate_traced
+from .answer.pipeline import answer_traced
 from .domain.workload import validate_facts
 from .engine.registry import DEFAULT, backend_class
 from .errors import KentinoError, Location, RuleFileError
@@ -46,7 +46,7 @@ class Limits:
     memory_bytes: int = 1 << 30
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         """Limits from KENTINO_SANDBOX_SECONDS and KENTINO_SANDBOX_MEMORY_MB (defaults for what is unset)."""
         seconds = _positive(os.environ.get("KENTINO_SANDBOX_SECONDS"), cls.seconds)
         megabytes = _positive(os.environ.get("KENTINO_SANDBOX_MEMORY_MB"), cls.memory_bytes / 2**20)
@@ -263,7 +263,7 @@ def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
 def _answer(ruleset, knowledge, engine, rule) -> tuple[str | None, list[str]]:
     """(why answering the rule's example fails, or None; the rules fired)."""
     try:
-        _, firings, _ = evaluate_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
+        _, firings, _ = answer_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
     except KentinoError as exc:
         return str(exc), []
     except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kentino_expert.expert import Expert, reset_default_expert
 from kentino_expert.decisions.connect import open_log
+from kentino_expert.expert import Expert, reset_default_expert
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"

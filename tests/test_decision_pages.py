@@ -5,21 +5,21 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
 
 from kentino_expert.decisions import log as decisions_module
-from kentino_expert.decisions.meta import encode_cursor
-from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE
 from kentino_expert.decisions.connect import open_log
-from kentino_expert.errors import DecisionLogError, InputError, LogUnavailable
+from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE
+from kentino_expert.decisions.meta import encode_cursor
 from kentino_expert.decisions.readers import ReaderPool
+from kentino_expert.errors import DecisionLogError, InputError, LogUnavailable
 
 ANSWER = {"status": "final", "recommendation": {"kind": "single-node", "summary": "Buy one node."},
           "ruleset": {"digest": "d" * 64, "engine": "test"}}
-HOUR_AGO = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)
+HOUR_AGO = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 
 def _at(seconds: float) -> str:
@@ -262,15 +262,12 @@ def test_reader_pool_bounds_reads_and_drops_failed_connections():
         return made[-1]
 
     pool = ReaderPool(connect, "test.db", size=1, wait_seconds=0.01)
-    with pool.connection() as first:
-        with pytest.raises(LogUnavailable, match="too many reads"):
-            with pool.connection():
-                pass
+    with pool.connection() as first, pytest.raises(LogUnavailable, match="too many reads"), pool.connection():
+        pass
     with pool.connection() as again:
         assert again is first
-    with pytest.raises(RuntimeError):
-        with pool.connection():
-            raise RuntimeError("read failed")
+    with pytest.raises(RuntimeError), pool.connection():
+        raise RuntimeError("read failed")
     assert first.closed
     with pool.connection() as fresh_one:
         assert fresh_one is not first and len(made) == 2

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from kentino_expert.decisions.schema import SCHEMA_VERSION
 from kentino_expert.decisions.connect import open_log, sqlite_path
+from kentino_expert.decisions.schema import SCHEMA_VERSION
 from kentino_expert.errors import DecisionLogError, InputError
 
 # The table as version 1 created it (kentino_expert/decisions.py before schema versions), copied here as

@@ -5,18 +5,18 @@ import os
 import shutil
 import sqlite3
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from kentino_expert.expert import Expert
 from kentino_expert.decisions.connect import open_log
+from kentino_expert.errors import DecisionLogError
+from kentino_expert.expert import Expert
+from kentino_expert.paths import bundled
 from kentino_expert.service.decide import decide
 from kentino_expert.service.replay import replay
-from kentino_expert.errors import DecisionLogError
-from kentino_expert.paths import bundled
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
@@ -37,7 +37,7 @@ def test_record_get_list(log, expert):
     created = datetime.fromisoformat(row["created_at"])
     assert created.tzinfo is not None and created.utcoffset() == timedelta(0)
     assert log.get("no-such-id") is None
-    recent = log.list(since=(datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat())
+    recent = log.list(since=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
     ids = [r["decision_id"] for r in recent]
     assert ids.index(second) < ids.index(first)
     kind = log.get(second)["kind"]
@@ -129,7 +129,8 @@ def test_decide_records_before_returning(tmp_path, expert):
 
 
 def _edited_rules(tmp_path):
-    """A copy of the bundled rules with the 70B+ class moved out of reach (so 70B full fine-tuning decides otherwise)."""
+    """A copy of the bundled rules with the 70B+ class moved out of reach (so 70B full fine-tuning decides
+    otherwise)."""
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)
     path = rules / "parameters.yaml"

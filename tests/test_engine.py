@@ -7,16 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.lang import nodes
-from kentino_expert.lang.parser import parse
-from kentino_expert.expert import Expert
 from kentino_expert.domain.derive import derive
-from kentino_expert.engine.durable.terms import encode, encode_value, translate
-from kentino_expert.engine.durable.engine import DurableEngine
-from kentino_expert.errors import EngineError, KentinoError
 from kentino_expert.domain.workload import validate_facts
 from kentino_expert.engine.chaining import run_rules
+from kentino_expert.engine.durable.engine import DurableEngine
+from kentino_expert.engine.durable.terms import encode, encode_value, translate
 from kentino_expert.engine.reference import ReferenceEngine
+from kentino_expert.errors import EngineError, KentinoError
+from kentino_expert.expert import Expert
+from kentino_expert.lang.parser import parse
 
 EXPERT = Expert()
 KNOWLEDGE, RULESET = EXPERT.knowledge, EXPERT.ruleset

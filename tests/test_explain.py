@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert.decisions.connect import open_log
 from kentino_expert.answer.explain import explain_html, explain_markdown
+from kentino_expert.decisions.connect import open_log
 
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
-    """The markdown has the kind, each fired rule with file:line, conditions with values, heuristic sentences, assumptions, why-not and digest."""
+    """The markdown has the kind, each fired rule with file:line, conditions with values, heuristic sentences,
+    assumptions, why-not and digest."""
     answer = expert.recommend(FINETUNE)
     text = explain_markdown(expert, answer)
     assert text.startswith(f"# Recommendation: {answer.recommendation.kind}")
@@ -137,7 +138,8 @@ def _chromium(args, tmp_path):
     return subprocess.run(command, capture_output=True, text=True, timeout=90)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
 def test_html_renders_in_headless_chromium(expert, tmp_path):
     """Chromium renders the page to a non-trivial, many-coloured PNG, and its DOM holds the kind and the rule ids."""
     answer = expert.recommend(FINETUNE)

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from kentino_expert.decisions.connect import open_log
-from kentino_expert.errors import DecisionLogError
 from kentino_expert.decisions.groupcommit import GroupCommit
+from kentino_expert.errors import DecisionLogError
 
 
 def _run_concurrently(count: int, target) -> list:
@@ -91,7 +91,8 @@ def test_sqlite_log_under_threads_keeps_every_acknowledged_id(tmp_path):
 
 
 def test_sqlite_write_waits_for_another_process_lock(tmp_path):
-    """A record made while another connection holds the write lock waits for it, then commits; past the limit it fails cleanly."""
+    """A record made while another connection holds the write lock waits for it, then commits; past the limit it
+    fails cleanly."""
     import sqlite3
     log = open_log(tmp_path / "decisions.db")
     answer = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}

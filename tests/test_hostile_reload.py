@@ -12,9 +12,9 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import hostile_rules as hostile  # noqa: E402
-from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.errors import RuleFileError  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 

@@ -4,13 +4,12 @@ refused with a located diagnostic or run every example inside the sandbox's limi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hostile_rules as hostile
 from kentino_expert.rulecheck import check_directory

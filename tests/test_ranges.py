@@ -7,19 +7,18 @@ import math
 import pytest
 
 import hostile_rules as hostile
-from kentino_expert.lang import nodes
-from kentino_expert.lang.parser import parse
-from kentino_expert.rulecheck import check_directory
-from kentino_expert.ruleset.compiler import compile_ruleset
+from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.domain.derive import derive
 from kentino_expert.domain.figures import FIGURE_MAX, FIGURE_SPECS, figure_range
-from kentino_expert.errors import EngineError
 from kentino_expert.domain.workload import validate_facts
-from kentino_expert.domain.catalog import load_knowledge
-from kentino_expert.paths import bundled
+from kentino_expert.errors import EngineError
 from kentino_expert.lang.fold import fold
 from kentino_expert.lang.intervals import Interval, Overflow, interval_of
+from kentino_expert.lang.parser import parse
 from kentino_expert.lang.valuetypes import NUMBER
+from kentino_expert.paths import bundled
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.ruleset.compiler import compile_ruleset
 from kentino_expert.ruleset.ranges import Ranges, fact_range
 
 

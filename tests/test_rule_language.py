@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kentino_expert.engine.durable.engine import DurableEngine
+from kentino_expert.engine.durable.terms import ShapeError, translate
+from kentino_expert.engine.reference import ReferenceEngine
 from kentino_expert.lang import nodes
 from kentino_expert.lang.parser import parse
-from kentino_expert.engine.durable.terms import ShapeError, translate
-from kentino_expert.engine.durable.engine import DurableEngine
-from kentino_expert.engine.reference import ReferenceEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,14 +86,14 @@ NAMES = ("a", "b", "c")
 _numbers = st.one_of(st.integers(-3, 3), st.sampled_from([0.0, 0.5, -1.5, 2.5, 1e-3]))
 _leaves = st.one_of(st.sampled_from(NAMES).map(lambda n: nodes.Name(0, n)), _numbers.map(lambda v: nodes.Literal(0, v)))
 _values = st.recursive(_leaves, lambda inner: st.one_of(
-    st.builds(lambda op, l, r: nodes.Arith(0, op, l, r), st.sampled_from("+-*/"), inner, inner),
+    st.builds(lambda op, left, right: nodes.Arith(0, op, left, right), st.sampled_from("+-*/"), inner, inner),
     st.builds(lambda v: nodes.Neg(0, v), inner)), max_leaves=5)
 _compares = st.builds(lambda name, op, right: nodes.Compare(0, op, nodes.Name(0, name), right),
                       st.sampled_from(NAMES), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _values)
 _conditions = st.recursive(_compares, lambda inner: st.one_of(
     st.builds(lambda c: nodes.Not(0, c), inner),
-    st.builds(lambda l, r: nodes.And(0, (l, r)), inner, inner),
-    st.builds(lambda l, r: nodes.Or(0, (l, r)), inner, inner)), max_leaves=3)
+    st.builds(lambda left, right: nodes.And(0, (left, right)), inner, inner),
+    st.builds(lambda left, right: nodes.Or(0, (left, right)), inner, inner)), max_leaves=3)
 _states = st.dictionaries(st.sampled_from(NAMES), _numbers)
 
 
@@ -223,8 +223,9 @@ class TestNamesAndTypes:
         """A conclusion may not take the name of a fact, figure, parameter, recommendation or warning."""
         _only(check(_rule('"true"', f"conclude: {{{name}}}")), "E003", "x.yaml:7:18:", kind)
 
-    @pytest.mark.parametrize("when,suggestion", [("\"gpu == 'l44'\"", "l4"), ("\"model in ['llama-3.1-8', 'qwen2.5-72b']\"", None),
-                                                 ("\"proposed_gpu != 'h100'\"", "h100-sxm"), ("\"interconnect == 'hdr-200-ib'\"", None)])
+    @pytest.mark.parametrize("when,suggestion", [
+        ("\"gpu == 'l44'\"", "l4"), ("\"model in ['llama-3.1-8', 'qwen2.5-72b']\"", None),
+        ("\"proposed_gpu != 'h100'\"", "h100-sxm"), ("\"interconnect == 'hdr-200-ib'\"", None)])
     def test_catalog_literals_are_checked(self, check, when, suggestion):
         """A misspelt catalog id never matches (the state holds catalog ids)."""
         found = _only(check(_rule(when)), "E103", "of the knowledge catalog")
@@ -295,22 +296,23 @@ class TestScenarioFiles:
         return path
 
     def test_unknown_kind_is_an_input_error(self, tmp_path):
-        from kentino_expert.errors import InputError
         from kentino_expert.authoring.scenarios import load_scenarios
+        from kentino_expert.errors import InputError
         with pytest.raises(InputError, match="singel-node.*did you mean 'single-node'") as info:
             load_scenarios([self._file(tmp_path, "    kind: singel-node\n")])
         assert info.value.location.line == 4
 
-    @pytest.mark.parametrize("expect,words", [("    not_rules: [lora-fits-one-nod]\n", "did you mean 'lora-fits-one-node'"),
-                                              ("    rules: [no-such-rule]\n", "'no-such-rule' is not a rule"),
-                                              ("    warnings: [pcie-sxm-penalt]\n", "did you mean 'pcie-sxm-penalty'"),
-                                              ("    not_warnings: [nope]\n", "not a warning code"),
-                                              ("    heuristics: [H-FIT-CAPACTY]\n", "did you mean 'H-FIT-CAPACITY'")])
+    @pytest.mark.parametrize("expect,words", [
+        ("    not_rules: [lora-fits-one-nod]\n", "did you mean 'lora-fits-one-node'"),
+        ("    rules: [no-such-rule]\n", "'no-such-rule' is not a rule"),
+        ("    warnings: [pcie-sxm-penalt]\n", "did you mean 'pcie-sxm-penalty'"),
+        ("    not_warnings: [nope]\n", "not a warning code"),
+        ("    heuristics: [H-FIT-CAPACTY]\n", "did you mean 'H-FIT-CAPACITY'")])
     def test_unknown_ids_are_refused(self, tmp_path, expect, words):
         """A misspelt not_rules entry used to pass forever."""
-        from kentino_expert.expert import Expert
-        from kentino_expert.errors import InputError
         from kentino_expert.authoring.scenarios import load_scenarios, run_all
+        from kentino_expert.errors import InputError
+        from kentino_expert.expert import Expert
         expert = Expert()
         path = self._file(tmp_path, expect)
         with pytest.raises(InputError, match=words) as info:

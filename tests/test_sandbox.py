@@ -11,9 +11,9 @@ import pytest
 
 import hostile_rules as hostile
 from kentino_expert import sandbox
-from kentino_expert.rulecheck import check_directory
 from kentino_expert.errors import RuleFileError
 from kentino_expert.paths import bundled
+from kentino_expert.rulecheck import check_directory
 from kentino_expert.sandbox import Limits, check_in_sandbox, trial_load, vet
 
 

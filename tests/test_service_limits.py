@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -18,10 +18,10 @@ httpx = pytest.importorskip("httpx", reason="the live tests drive the server wit
 uvicorn = pytest.importorskip("uvicorn", reason="the live tests need uvicorn")
 
 from kentino_expert.answer.cache import AnswerCache  # noqa: E402
-from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.decisions.connect import open_log  # noqa: E402
-from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
+from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 ATTACK_SECONDS = 30  # the hard limit on any one attack; the server's own timeouts here are 1 s
@@ -36,11 +36,9 @@ def _free_port() -> int:
 def _rss_mb(pid: int) -> float:
     total = 0.0
     for each in [pid] + _children(pid):
-        try:
+        with suppress(OSError, StopIteration):
             total += next(int(line.split()[1]) for line in Path(f"/proc/{each}/status").read_text().splitlines()
                           if line.startswith("VmRSS:")) / 1024
-        except (OSError, StopIteration):
-            pass
     return total
 
 
@@ -114,7 +112,7 @@ def _trickle(port: int, start: bytes, byte: bytes) -> tuple[bytes, float]:
         while time.monotonic() - began < ATTACK_SECONDS:
             try:
                 first = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 try:
                     sock.sendall(byte)
                 except OSError:  # closed by the server between two bytes

@@ -125,7 +125,7 @@ def test_sigkill_under_load_loses_no_acknowledged_decision(tmp_path):
     stored = {row[0]: row for row in rows}
     lost = [d for d in acked if d not in stored]
     assert not lost, f"{len(lost)} acknowledged decision(s) missing from the log"
-    for decision_id, created_at, source, facts, answer, kind, digest, engine, session_id, turn in rows:
+    for _, created_at, source, facts, answer, kind, digest, engine, session_id, turn in rows:
         assert created_at and source == "http" and engine and session_id.startswith("load-") and turn is not None
         answer = json.loads(answer)
         assert json.loads(facts)["task"] and answer["recommendation"]["kind"] == kind

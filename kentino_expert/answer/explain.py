@@ -100,7 +100,8 @@ def _decision_line(meta: dict | None) -> str | None:
     if meta.get("created_at"):
         parts.append(f"at {meta['created_at']}")
     if meta.get("session_id"):
-        parts.append(f"session `{meta['session_id']}`" + (f" turn {meta['turn']}" if meta.get("turn") is not None else ""))
+        turn = f" turn {meta['turn']}" if meta.get("turn") is not None else ""
+        parts.append(f"session `{meta['session_id']}`{turn}")
     return " ".join(parts)
 
 
@@ -185,7 +186,8 @@ h3 { font-size: 16px; margin: 0 0 4px; } h3 code { font-size: 15px; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
 th, td { text-align: left; border-bottom: 1px solid #e6eaf0; padding: 5px 8px; vertical-align: top; }
 th { background: #eef2f7; }
-code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #eef2f7; border-radius: 4px; padding: 0 4px; }
+code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #eef2f7; border-radius: 4px;
+       padding: 0 4px; }
 .decision code { background: rgba(255,255,255,0.15); color: inherit; }
 .rule { border-left: 4px solid #3d7bd9; padding: 10px 14px; margin: 12px 0; background: #fbfcfe; border-radius: 6px; }
 .where { color: #5b6677; font-size: 13px; }

@@ -36,7 +36,7 @@ class FigureOut(BaseModel):
     description: str
 
 
-class Warning_(BaseModel):
+class WarningOut(BaseModel):
     model_config = _FROZEN
     code: str
     message: str
@@ -78,7 +78,7 @@ class Answer(BaseModel):
     status: Status
     recommendation: Recommendation
     figures: dict[str, FigureOut]
-    warnings: list[Warning_]
+    warnings: list[WarningOut]
     assumptions: list[AssumptionOut]
     trace: list[TraceStep]
     ruleset: RulesetId

@@ -9,7 +9,7 @@ from ..engine.chaining import run_rules
 from ..errors import EngineError
 from ..lang.templates import render_template
 from ..ruleset.compiler import RuleSet
-from .model import Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep, Warning_
+from .model import Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep, WarningOut
 from .questions import missing_facts
 
 _SUMMARY = {
@@ -56,13 +56,13 @@ def _int(value):
     return None if value is None else int(value)
 
 
-def _warnings(firings, params, final) -> list[Warning_]:
+def _warnings(firings, params, final) -> list[WarningOut]:
     out = []
     for firing in firings:
         warn = firing.rule.source.then.warn
         if warn:
             message = render_template(warn[1], {**params, **final})
-            out.append(Warning_(code=warn[0], message=message, heuristics=list(firing.rule.heuristics),
+            out.append(WarningOut(code=warn[0], message=message, heuristics=list(firing.rule.heuristics),
                                 rule=firing.rule.id))
     return out
 
@@ -79,12 +79,12 @@ def provisional(workload: Workload, ruleset: RuleSet) -> bool:
     return bool(missing_facts(workload, ruleset))
 
 
-def evaluate(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend) -> Answer:
+def answer_for(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend) -> Answer:
     """Run the whole pipeline on validated facts with the given rule backend."""
-    return evaluate_traced(workload, knowledge, ruleset, backend)[0]
+    return answer_traced(workload, knowledge, ruleset, backend)[0]
 
 
-def evaluate_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend):
+def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend):
     """(answer, firings, final state): the final state lets "why not" reuse this run instead of repeating it."""
     derived = derive(workload, knowledge, ruleset.fact_policies, ruleset.parameter_values)
     firings, final = run_rules(ruleset, derived.state(), backend)

@@ -58,10 +58,12 @@ def to_markdown(answer: Answer) -> str:
                                                  rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
                                                  rec.interconnect)) + " |", ""]
     if answer.warnings:
-        out += ["## Warnings", ""] + [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
+        out += ["## Warnings", ""]
+        out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
     out += ["## Trace", "", "| # | rule | heuristics | where | because |", "|---|---|---|---|---|"]
     for step in answer.trace:
-        out.append(f"| {step.step} | `{step.rule}` | {', '.join(step.heuristics)} | {step.file}:{step.line} | {step.because} |")
+        out.append(f"| {step.step} | `{step.rule}` | {', '.join(step.heuristics)} | {step.file}:{step.line} "
+                   f"| {step.because} |")
     out += ["", "## Figures", "", "| figure | value | unit |", "|---|---|---|"]
     out += [f"| {name} | {_figure(f.value)} | {f.unit} |" for name, f in answer.figures.items()]
     if answer.assumptions:

@@ -7,7 +7,7 @@ import yaml
 
 from ..domain.figures import FIGURE_SPECS
 from ..errors import KentinoError
-from ..lang import nodes as ast
+from ..lang import nodes
 from ..ruleset.rulefile import Condition
 
 _WORDS = {"<": "is below", "<=": "is at most", ">": "is above", ">=": "is at least", "==": "is", "!=": "is not"}
@@ -29,35 +29,39 @@ def describe_name(name: str, ruleset) -> str:
 
 def plain_condition(node) -> str:
     """A condition in words: `a <= b` -> 'a is at most b'."""
-    if isinstance(node, ast.Compare):
-        return f"{_value(node.left)} {_WORDS[node.op]} {_value(node.right)}"
-    if isinstance(node, ast.In):
-        items = ", ".join(repr(i.value) for i in node.items)
-        return f"{_value(node.left)} is {'not ' if node.negated else ''}one of {items}"
-    if isinstance(node, ast.Exists):
-        return f"{node.name.id} is known"
-    if isinstance(node, ast.Not):
-        return f"not ({plain_condition(node.operand)})"
-    if isinstance(node, ast.And):
-        return " and ".join(plain_condition(i) for i in node.items)
-    if isinstance(node, ast.Or):
-        return " or ".join(f"({plain_condition(i)})" for i in node.items)
-    if isinstance(node, ast.Name):
-        return f"{node.id} is true"
+    match node:
+        case nodes.Compare(op=op, left=left, right=right):
+            return f"{_value(left)} {_WORDS[op]} {_value(right)}"
+        case nodes.In(left=left, items=items, negated=negated):
+            listed = ", ".join(repr(item.value) for item in items)
+            return f"{_value(left)} is {'not ' if negated else ''}one of {listed}"
+        case nodes.Exists(name=name):
+            return f"{name.id} is known"
+        case nodes.Not(operand=operand):
+            return f"not ({plain_condition(operand)})"
+        case nodes.And(items=items):
+            return " and ".join(plain_condition(item) for item in items)
+        case nodes.Or(items=items):
+            return " or ".join(f"({plain_condition(item)})" for item in items)
+        case nodes.Name(id=name):
+            return f"{name} is true"
     return _value(node)
 
 
 def _value(node) -> str:
-    if isinstance(node, ast.Literal):
-        return repr(node.value) if isinstance(node.value, str) else str(node.value).lower()
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Arith):
-        return f"{_value(node.left)} {node.op} {_value(node.right)}"
-    if isinstance(node, ast.Call):
-        return f"{node.func}({', '.join(_value(a) for a in node.args)})"
-    if isinstance(node, ast.Neg):
-        return f"-{_value(node.operand)}"
+    match node:
+        case nodes.Literal(value=str() as value):
+            return repr(value)
+        case nodes.Literal(value=value):
+            return str(value).lower()
+        case nodes.Name(id=name):
+            return name
+        case nodes.Arith(op=op, left=left, right=right):
+            return f"{_value(left)} {op} {_value(right)}"
+        case nodes.Call(func=func, args=args):
+            return f"{func}({', '.join(_value(a) for a in args)})"
+        case nodes.Neg(operand=operand):
+            return f"-{_value(operand)}"
     return "?"
 
 
@@ -82,7 +86,7 @@ def rule_page(rule, ruleset, expert) -> str:
     lines += ["", "## When", ""]
     for condition in rule.source.when:
         lines.append(f"- `{condition.text}`: {plain_condition(condition.node)}")
-    names = dict.fromkeys(n.id for c in rule.source.when for n in ast.names_in(c.node))
+    names = dict.fromkeys(n.id for c in rule.source.when for n in nodes.names_in(c.node))
     if names:
         lines += ["", "Names used:", ""] + [f"- {describe_name(n, ruleset)}" for n in names]
     lines += ["", "## Then", ""] + _effects(rule) + ["", f"Because: {rule.source.because}", ""]
@@ -141,13 +145,15 @@ def write_docs(expert, outdir) -> list[Path]:
     return written
 
 
-EXAMPLES_HEADER = ("# Each rule's documented `example` workload must fire that rule (kept in step with the rule files:\n"
-                   "# `kentino-expert test` fails when an edit stops an example from firing its rule).\n"
-                   "# Generated: `kentino-expert rules examples > tests/scenarios/rule-examples.yaml`.\n")
+EXAMPLES_HEADER = (
+    "# Each rule's documented `example` workload must fire that rule (kept in step with the rule files:\n"
+    "# `kentino-expert test` fails when an edit stops an example from firing its rule).\n"
+    "# Generated: `kentino-expert rules examples > tests/scenarios/rule-examples.yaml`.\n")
 
 
 def _flow(value) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip().removesuffix("\n...").strip()
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6)
+    return text.strip().removesuffix("\n...").strip()
 
 
 def rule_examples_yaml(ruleset) -> str:

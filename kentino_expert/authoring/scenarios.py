@@ -7,7 +7,8 @@ from pathlib import Path
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.vocabulary import KINDS, PRECISIONS, STATUSES
 from ..errors import InputError, KentinoError, Location, did_you_mean
-from ..yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
+from ..yamlsrc import YamlSourceError, load_yaml, location_of
+from ..yamlsrc import to_plain as _plain
 
 EXPECT_KEYS = ("kind", "nodes", "nodes_min", "nodes_max", "precision", "status", "heuristics", "warnings",
                "rules", "not_rules", "not_warnings", "figures")
@@ -153,15 +154,17 @@ def check(expect: dict, answer) -> list:
     fired = [step.rule for step in answer.trace]
     heuristics = {h for step in answer.trace for h in step.heuristics}
     warnings = {w.code for w in answer.warnings}
-    for key, actual in (("kind", rec.kind), ("nodes", rec.nodes), ("precision", rec.precision), ("status", answer.status)):
+    for key, actual in (("kind", rec.kind), ("nodes", rec.nodes), ("precision", rec.precision),
+                        ("status", answer.status)):
         if key in expect and expect[key] != actual:
             failures.append((key, expect[key], actual))
     if "nodes_min" in expect and (rec.nodes or 0) < expect["nodes_min"]:
         failures.append(("nodes_min", expect["nodes_min"], rec.nodes))
     if "nodes_max" in expect and (rec.nodes or 0) > expect["nodes_max"]:
         failures.append(("nodes_max", expect["nodes_max"], rec.nodes))
-    for key, present, must in (("heuristics", heuristics, True), ("warnings", warnings, True), ("rules", set(fired), True),
-                               ("not_rules", set(fired), False), ("not_warnings", warnings, False)):
+    for key, present, must in (("heuristics", heuristics, True), ("warnings", warnings, True),
+                               ("rules", set(fired), True), ("not_rules", set(fired), False),
+                               ("not_warnings", warnings, False)):
         wanted = set(expect.get(key) or [])
         missing = wanted - present if must else wanted & present
         if missing:

@@ -14,8 +14,17 @@ from ..answer.explain import explain_html, explain_markdown
 from ..decisions.meta import normalise_time
 from ..errors import KentinoError
 from ..service.replay import replay
-from .common import (KentinoGroup, UserError, db_option, knowledge_option, make_expert, open_decision_log,
-                     rules_option, sources, sources_line)
+from .common import (
+    KentinoGroup,
+    UserError,
+    db_option,
+    knowledge_option,
+    make_expert,
+    open_decision_log,
+    rules_option,
+    sources,
+    sources_line,
+)
 
 
 @click.group("decisions")

@@ -5,6 +5,7 @@ inside these commands, so that every other command starts without them.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -12,9 +13,18 @@ from pathlib import Path
 import click
 
 from ..decisions.connect import is_url, log_target
-from ..service.mcp_server import main as mcp_main, server_classes
-from .common import (KentinoGroup, UserError, announce, db_option, knowledge_option, make_expert, open_decision_log,
-                     rules_option)
+from ..service.mcp_server import main as mcp_main
+from ..service.mcp_server import server_classes
+from .common import (
+    KentinoGroup,
+    UserError,
+    announce,
+    db_option,
+    knowledge_option,
+    make_expert,
+    open_decision_log,
+    rules_option,
+)
 
 
 def _bound_socket(host: str, port: int):
@@ -51,10 +61,9 @@ def _serve_one(sock, host: str, port: int, options: dict, log, log_level: str, l
     app = create_app(log=log, **options)
     tune_gc_for_serving()
     server = _announcing_server_class()(server_config(app, limits, host=host, port=port, log_level=log_level))
-    try:
+    # uvicorn re-raises the Ctrl+C it handled; uvicorn.run swallows it too
+    with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it handled; uvicorn.run swallows it too
-        pass
     if not server.started:  # what uvicorn.run does when the app's startup failed
         raise SystemExit(3)
 

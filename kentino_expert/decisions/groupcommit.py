@@ -9,7 +9,7 @@ row cannot take its neighbours down with it.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import DecisionLogError, LogUnavailable
 

@@ -190,7 +190,7 @@ class DecisionLog:
 
     def _decoded(self, columns, values) -> dict:
         """A row as a dict: the time as ISO-8601 UTC text, JSON columns as Python values."""
-        row = dict(zip(columns, values))
+        row = dict(zip(columns, values, strict=True))
         row["created_at"] = self._time_text(row["created_at"])
         for key in ("facts", "answer"):
             if isinstance(row.get(key), (str, bytes)):

@@ -6,7 +6,7 @@ import binascii
 import json
 import re
 import unicodedata
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import DecisionLogError, InputError
 
@@ -21,7 +21,7 @@ _CURSOR_ERROR = "is not a cursor this log gave: pass next_cursor back unchanged"
 
 def utc_now() -> str:
     """ISO-8601 UTC with microseconds, e.g. 2025-01-31T12:00:00.000000+00:00 (sorts as text)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def normalise_time(text: str) -> str:
@@ -31,9 +31,9 @@ def normalise_time(text: str) -> str:
     except ValueError:
         raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
     except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC
         raise DecisionLogError(f"'{text}' is not an ISO-8601 time between years 1 and 9999 in UTC") from None
 

@@ -6,13 +6,13 @@ never waits behind a write, nor a write behind a listing.
 from __future__ import annotations
 
 import threading
-from datetime import timezone
+from datetime import UTC
 from urllib.parse import unquote
 
-from .schema import COLUMNS, migrate_postgres
-from .log import DecisionLog, reason_of
 from ..errors import DecisionLogError, LogUnavailable
+from .log import DecisionLog, reason_of
 from .readers import ReaderPool
+from .schema import COLUMNS, migrate_postgres
 
 READERS = 2  # read connections at most, per process (opened on first use)
 
@@ -53,7 +53,8 @@ class PostgresDecisionLog(DecisionLog):
         try:
             import psycopg
         except ImportError:
-            raise DecisionLogError("a postgresql:// decision log needs psycopg 3: pip install 'psycopg[binary]'") from None
+            raise DecisionLogError("a postgresql:// decision log needs psycopg 3: "
+                                   "pip install 'psycopg[binary]'") from None
         self._psycopg = psycopg
         self._conn = None
         try:
@@ -101,7 +102,7 @@ class PostgresDecisionLog(DecisionLog):
     @staticmethod
     def _time_text(value) -> str:
         """A TIMESTAMPTZ as the log has always written it: ISO-8601 UTC with microseconds."""
-        return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
 
     def _insert_many(self, rows: list[dict]) -> None:
         # the JSON columns go in as the text already written (cast by the server), not re-encoded

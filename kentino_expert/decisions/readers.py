@@ -7,8 +7,8 @@ reused, and the next read opens a fresh one.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 from ..errors import LogUnavailable
 

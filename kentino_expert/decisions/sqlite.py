@@ -12,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-from .schema import COLUMNS, migrate_sqlite
-from .log import DecisionLog, reason_of
 from ..errors import DecisionLogError, LogUnavailable
+from .log import DecisionLog, reason_of
 from .readers import ReaderPool
+from .schema import COLUMNS, migrate_sqlite
 
 READERS = 2  # read connections at most (a listing is short: one page)
 

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
-from ..yamlsrc import YamlSourceError, load_yaml, location_of, to_plain as _plain
+from ..yamlsrc import YamlSourceError, load_yaml, location_of
+from ..yamlsrc import to_plain as _plain
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -217,7 +218,8 @@ def _heuristics(data, path: Path) -> dict[str, dict]:
     out = {}
     for index, item in enumerate(entries):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
-            raise KnowledgeError("each heuristic needs 'id' and 'text'", location=location_of(entries, index, str(path)))
+            raise KnowledgeError("each heuristic needs 'id' and 'text'",
+                                 location=location_of(entries, index, str(path)))
         out[item["id"]] = {"section": str(item.get("section", "")), "text": item["text"]}
     return out
 

@@ -6,6 +6,7 @@ import math
 from ..errors import EngineError
 from .catalog import GpuSpec, Knowledge, ModelSpec
 
+
 def weights_gb(params_b: float, precision: str, constants: dict) -> float:
     """Weight memory: parameters x bytes per weight (+ scale overhead at INT4)."""
     size = params_b * constants["precision_bytes"][precision]
@@ -92,7 +93,8 @@ def serving_tokens_per_s(model: ModelSpec, gpu: GpuSpec, gpus: int, precision: s
     reference_bytes = weights_gb(serving["reference_active_params_b"], serving["reference_precision"], constants)
     speedup = serving["int4_speedup_vs_fp8"] if precision == "int4" else 1.0
     bytes_per_token = weights_gb(model.active_b, "fp8" if precision == "int4" else precision, constants)
-    bandwidth_ratio = (gpu.memory_bandwidth_gbs * gpus) / (reference_gpu.memory_bandwidth_gbs * serving["reference_gpus"])
+    reference_bandwidth = reference_gpu.memory_bandwidth_gbs * serving["reference_gpus"]
+    bandwidth_ratio = (gpu.memory_bandwidth_gbs * gpus) / reference_bandwidth
     per_node = serving["tokens_per_s_by_latency"][latency] * reference_bytes / bytes_per_token * bandwidth_ratio
     return per_node * speedup
 

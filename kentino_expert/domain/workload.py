@@ -135,11 +135,8 @@ def read_facts(text: str, source: str = "<stdin>") -> Workload:
         raise InputError("input larger than 1 MB", field="facts")
     if not text.strip():
         raise InputError(f"{source}: empty input, expected a mapping of facts", field="facts")
-    if text.lstrip().startswith(("{", "[")):
-        data = _json_facts(text, source)
-    else:
-        data = _yaml_facts(text, source)
-    return validate_facts(data)
+    as_json = text.lstrip().startswith(("{", "["))
+    return validate_facts(_json_facts(text, source) if as_json else _yaml_facts(text, source))
 
 
 def _yaml_facts(text: str, source: str):

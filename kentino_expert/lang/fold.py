@@ -1,7 +1,7 @@
 """Folding: parameter names replaced by their values, and constant arithmetic computed once."""
 from __future__ import annotations
 
-from . import nodes as ast
+from . import nodes
 from .semantics import value_of
 from .valuetypes import finite_number
 
@@ -15,40 +15,41 @@ def oversized_constant(node):
     stack = [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, ast.Literal) and isinstance(item.value, (int, float)) and not finite_number(item.value):
+        if isinstance(item, nodes.Literal) and isinstance(item.value, (int, float)) and not finite_number(item.value):
             return item
-        stack.extend(ast.children(item))
+        stack.extend(nodes.children(item))
     return None
 
 
-def fold(node, params: dict):
+def fold(node, params):
     """Replace parameter names by their values and pre-compute constant arithmetic."""
-    if isinstance(node, ast.Name):
-        return ast.Literal(node.pos, params[node.id]) if node.id in params else node
-    if isinstance(node, ast.Arith):
-        left, right = fold(node.left, params), fold(node.right, params)
-        if isinstance(left, ast.Literal) and isinstance(right, ast.Literal) and _numeric(left, right):
-            if node.op == "/" and right.value == 0:
-                return ast.Arith(node.pos, node.op, left, right)
-            return ast.Literal(node.pos, value_of(ast.Arith(node.pos, node.op, left, right), {}))
-        return ast.Arith(node.pos, node.op, left, right)
-    if isinstance(node, ast.Neg):
-        inner = fold(node.operand, params)
-        if isinstance(inner, ast.Literal) and _numeric(inner):
-            return ast.Literal(node.pos, -inner.value)
-        return ast.Neg(node.pos, inner)
-    if isinstance(node, ast.Call):
-        return ast.Call(node.pos, node.func, tuple(fold(a, params) for a in node.args))
-    if isinstance(node, ast.Compare):
-        return ast.Compare(node.pos, node.op, fold(node.left, params), fold(node.right, params))
-    if isinstance(node, ast.In):
-        return ast.In(node.pos, fold(node.left, params), node.items, node.negated)
-    if isinstance(node, ast.Not):
-        return ast.Not(node.pos, fold(node.operand, params))
-    if isinstance(node, (ast.And, ast.Or)):
-        return type(node)(node.pos, tuple(fold(item, params) for item in node.items))
+    match node:
+        case nodes.Name(pos=pos, id=name):
+            return nodes.Literal(pos, params[name]) if name in params else node
+        case nodes.Arith(pos=pos, op=op):
+            left, right = fold(node.left, params), fold(node.right, params)
+            folded = nodes.Arith(pos, op, left, right)
+            constant = isinstance(left, nodes.Literal) and isinstance(right, nodes.Literal) and _numeric(left, right)
+            if constant and not (op == "/" and right.value == 0):  # x / 0 stays unknown at run time, as it is
+                return nodes.Literal(pos, value_of(folded, {}))
+            return folded
+        case nodes.Neg(pos=pos, operand=operand):
+            inner = fold(operand, params)
+            if isinstance(inner, nodes.Literal) and _numeric(inner):
+                return nodes.Literal(pos, -inner.value)
+            return nodes.Neg(pos, inner)
+        case nodes.Call(pos=pos, func=func, args=args):
+            return nodes.Call(pos, func, tuple(fold(a, params) for a in args))
+        case nodes.Compare(pos=pos, op=op, left=left, right=right):
+            return nodes.Compare(pos, op, fold(left, params), fold(right, params))
+        case nodes.In(pos=pos, left=left, items=items, negated=negated):
+            return nodes.In(pos, fold(left, params), items, negated)
+        case nodes.Not(pos=pos, operand=operand):
+            return nodes.Not(pos, fold(operand, params))
+        case nodes.And(pos=pos, items=items) | nodes.Or(pos=pos, items=items):
+            return type(node)(pos, tuple(fold(item, params) for item in items))
     return node
 
 
 def _numeric(*literals) -> bool:
-    return all(isinstance(l.value, (int, float)) and not isinstance(l.value, bool) for l in literals)
+    return all(isinstance(item.value, (int, float)) and not isinstance(item.value, bool) for item in literals)

@@ -10,7 +10,7 @@ import math
 import sys
 from dataclasses import dataclass
 
-from . import nodes as ast
+from . import nodes
 from .valuetypes import finite_number as _number
 
 FINITE_MAX = sys.float_info.max
@@ -28,7 +28,7 @@ class Interval:
     def finite(self) -> bool:
         return math.isfinite(self.lo) and math.isfinite(self.hi)
 
-    def hull(self, other: "Interval") -> "Interval":
+    def hull(self, other: Interval) -> Interval:
         return Interval(min(self.lo, other.lo), max(self.hi, other.hi), self.integer and other.integer)
 
     def __str__(self) -> str:
@@ -78,20 +78,21 @@ def interval_of(node, ranges) -> Interval | None:
 
 
 def _interval(node, ranges):
-    if isinstance(node, ast.Literal):
-        if not _number(node.value):  # text, true/false, or a constant already refused as not finite
-            return None
-        value = float(node.value)
-        return Interval(value, value, isinstance(node.value, int) or value.is_integer())
-    if isinstance(node, ast.Name):
-        return ranges.of(node.id)
-    if isinstance(node, ast.Neg):
-        inner = interval_of(node.operand, ranges)
-        return None if inner is None else Interval(-inner.hi, -inner.lo, inner.integer)
-    if isinstance(node, ast.Arith):
-        return _arith(node, ranges)
-    if isinstance(node, ast.Call):
-        return _call(node, ranges)
+    match node:
+        case nodes.Literal(value=value):
+            if not _number(value):  # text, true/false, or a constant already refused as not finite
+                return None
+            number = float(value)
+            return Interval(number, number, isinstance(value, int) or number.is_integer())
+        case nodes.Name(id=name):
+            return ranges.of(name)
+        case nodes.Neg(operand=operand):
+            inner = interval_of(operand, ranges)
+            return None if inner is None else Interval(-inner.hi, -inner.lo, inner.integer)
+        case nodes.Arith():
+            return _arith(node, ranges)
+        case nodes.Call():
+            return _call(node, ranges)
     return None  # a condition used as a value: true/false, no arithmetic
 
 
@@ -115,7 +116,7 @@ def _call(node, ranges):
     if node.func in ("max", "min"):
         if not known:
             return None
-        present = [a for arg, a in zip(node.args, args) if a is not None and not ast.names_in(arg)]
+        present = [a for arg, a in zip(node.args, args, strict=True) if a is not None and not nodes.names_in(arg)]
         integer = all(a.integer for a in known)
         if node.func == "max":  # the known arguments only: at least every always-present one
             lo = max([min(a.lo for a in known)] + [a.lo for a in present])
@@ -141,29 +142,30 @@ def _call(node, ranges):
 def describe_overflow(exc: Overflow, ranges) -> str:
     """What overflows and over which ranges, in words."""
     node = exc.node
-    names = sorted({n.id for n in ast.names_in(node)})
+    names = sorted({n.id for n in nodes.names_in(node)})
     over = ", ".join(f"{name} in {ranges.of(name)}" for name in names) or "constants only"
-    if isinstance(node, ast.Arith) and node.op == "/":
+    if isinstance(node, nodes.Arith) and node.op == "/":
         divisor = _interval(node.right, ranges)
         if divisor is not None and divisor.lo <= 0 <= divisor.hi:
             return f"the divisor of this '/' can come arbitrarily close to 0 ({over})"
-    what = f"'{node.op}'" if isinstance(node, ast.Arith) else (
-        f"{node.func}()" if isinstance(node, ast.Call) else f"'{getattr(node, 'id', 'value')}'")
+    what = f"'{node.op}'" if isinstance(node, nodes.Arith) else (
+        f"{node.func}()" if isinstance(node, nodes.Call) else f"'{getattr(node, 'id', 'value')}'")
     return f"{what} can overflow: its result can reach {exc.interval} ({over}; a number holds at most {FINITE_MAX:.4g})"
 
 
 def _value_sides(node) -> list:
     """The value expressions inside a condition (or the node itself when it is a value)."""
-    if isinstance(node, ast.Compare):
-        return [node.left, node.right]
-    if isinstance(node, ast.In):
-        return [node.left]
-    if isinstance(node, ast.Not):
-        return _value_sides(node.operand)
-    if isinstance(node, (ast.And, ast.Or)):
-        return [side for item in node.items for side in _value_sides(item)]
-    if isinstance(node, (ast.Exists, ast.Name, ast.Literal)):
-        return []
+    match node:
+        case nodes.Compare(left=left, right=right):
+            return [left, right]
+        case nodes.In(left=left):
+            return [left]
+        case nodes.Not(operand=operand):
+            return _value_sides(operand)
+        case nodes.And(items=items) | nodes.Or(items=items):
+            return [side for item in items for side in _value_sides(item)]
+        case nodes.Exists() | nodes.Name() | nodes.Literal():
+            return []
     return [node]
 
 

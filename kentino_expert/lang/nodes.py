@@ -95,16 +95,17 @@ def _walk(node, found):
 
 def children(node) -> tuple:
     """The direct sub-expressions of a node, in source order."""
-    if isinstance(node, (Arith, Compare)):
-        return (node.left, node.right)
-    if isinstance(node, (Neg, Not)):
-        return (node.operand,)
-    if isinstance(node, Call):
-        return node.args
-    if isinstance(node, In):
-        return (node.left,)
-    if isinstance(node, Exists):
-        return (node.name,)
-    if isinstance(node, (And, Or)):
-        return node.items
+    match node:
+        case Arith(left=left, right=right) | Compare(left=left, right=right):
+            return (left, right)
+        case Neg(operand=operand) | Not(operand=operand):
+            return (operand,)
+        case Call(args=args):
+            return args
+        case In(left=left):
+            return (left,)
+        case Exists(name=name):
+            return (name,)
+        case And(items=items) | Or(items=items):
+            return items
     return ()

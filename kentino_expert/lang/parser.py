@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .nodes import (And, Arith, Call, Compare, Exists, In, ListLit, Literal, Name, Neg, Node, Not, Or,
-                    children)
+from .nodes import And, Arith, Call, Compare, Exists, In, ListLit, Literal, Name, Neg, Node, Not, Or, children
 
 COMPARISONS = ("<=", ">=", "==", "!=", "<", ">")
 FUNCTIONS = {"max": (1, None), "min": (1, None), "ceil": (1, 1), "floor": (1, 1), "round": (1, 2)}
@@ -199,7 +198,8 @@ class _Parser:
         kind, text, pos = self.take()
         if kind == "num":
             value = float(text)
-            return Literal(pos, int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value)
+            whole = value.is_integer() and "." not in text and "e" not in text.lower()
+            return Literal(pos, int(value) if whole else value)
         if kind == "str":
             return Literal(pos, _unescape(text[1:-1], pos + 1))
         if kind == "op" and text == "(":

@@ -10,6 +10,8 @@ import math
 import operator
 
 from . import nodes
+
+
 class _Missing:
     __slots__ = ()
 
@@ -25,54 +27,56 @@ _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator
 _CALLS = {"max": max, "min": min, "ceil": math.ceil, "floor": math.floor, "round": round}
 
 
-def value_of(node: nodes.Node, env: dict):
+def value_of(node: nodes.Node, env):
     """The value of an arithmetic/value expression, or MISSING."""
-    if isinstance(node, nodes.Literal):
-        return node.value
-    if isinstance(node, nodes.Name):
-        return env.get(node.id, MISSING)
-    if isinstance(node, nodes.Neg):
-        inner = value_of(node.operand, env)
-        return MISSING if inner is MISSING else -inner
-    if isinstance(node, nodes.Arith):
-        left, right = value_of(node.left, env), value_of(node.right, env)
-        if left is MISSING or right is MISSING or (node.op == "/" and right == 0):
-            return MISSING
-        return _ARITH[node.op](left, right)
-    if isinstance(node, nodes.Call):
-        args = [value_of(arg, env) for arg in node.args]
-        if node.func in ("max", "min"):  # of the known values; missing only when none is known
-            args = [arg for arg in args if arg is not MISSING]
-            return _CALLS[node.func](args) if args else MISSING
-        if any(arg is MISSING for arg in args):
-            return MISSING
-        if node.func == "round" and len(args) == 2:
-            return round(args[0], int(args[1]))
-        return _CALLS[node.func](args[0])
+    match node:
+        case nodes.Literal(value=value):
+            return value
+        case nodes.Name(id=name):
+            return env.get(name, MISSING)
+        case nodes.Neg(operand=operand):
+            inner = value_of(operand, env)
+            return MISSING if inner is MISSING else -inner
+        case nodes.Arith(op=op, left=left, right=right):
+            left, right = value_of(left, env), value_of(right, env)
+            if left is MISSING or right is MISSING or (op == "/" and right == 0):
+                return MISSING
+            return _ARITH[op](left, right)
+        case nodes.Call(func=func, args=args):
+            return _call(func, [value_of(arg, env) for arg in args])
     return truth_of(node, env)
 
 
-def truth_of(node: nodes.Node, env: dict) -> bool:
+def _call(func: str, args: list):
+    if func in ("max", "min"):  # of the known values; missing only when none is known
+        known = [arg for arg in args if arg is not MISSING]
+        return _CALLS[func](known) if known else MISSING
+    if any(arg is MISSING for arg in args):
+        return MISSING
+    if func == "round" and len(args) == 2:
+        return round(args[0], int(args[1]))
+    return _CALLS[func](args[0])
+
+
+def truth_of(node: nodes.Node, env) -> bool:
     """The truth of a condition under the documented missing-value semantics."""
-    if isinstance(node, nodes.Compare):
-        left, right = value_of(node.left, env), value_of(node.right, env)
-        if left is MISSING or right is MISSING:
-            return False
-        return bool(_COMPARE[node.op](left, right))
-    if isinstance(node, nodes.In):
-        left = value_of(node.left, env)
-        if left is MISSING:
-            return False
-        inside = any(left == item.value for item in node.items)
-        return not inside if node.negated else inside
-    if isinstance(node, nodes.Exists):
-        return env.get(node.name.id, MISSING) is not MISSING
-    if isinstance(node, nodes.Not):
-        return not truth_of(node.operand, env)
-    if isinstance(node, nodes.And):
-        return all(truth_of(item, env) for item in node.items)
-    if isinstance(node, nodes.Or):
-        return any(truth_of(item, env) for item in node.items)
-    if isinstance(node, (nodes.Name, nodes.Literal)):
-        return value_of(node, env) is True
+    match node:
+        case nodes.Compare(op=op, left=left, right=right):
+            left, right = value_of(left, env), value_of(right, env)
+            return left is not MISSING and right is not MISSING and bool(_COMPARE[op](left, right))
+        case nodes.In(left=left, items=items, negated=negated):
+            left = value_of(left, env)
+            if left is MISSING:
+                return False
+            return any(left == item.value for item in items) != negated
+        case nodes.Exists(name=name):
+            return env.get(name.id, MISSING) is not MISSING
+        case nodes.Not(operand=operand):
+            return not truth_of(operand, env)
+        case nodes.And(items=items):
+            return all(truth_of(item, env) for item in items)
+        case nodes.Or(items=items):
+            return any(truth_of(item, env) for item in items)
+        case nodes.Name() | nodes.Literal():
+            return value_of(node, env) is True
     raise TypeError(f"not a condition: {type(node).__name__}")

@@ -5,9 +5,10 @@ the rule set's (ruleset/namespace.py) in practice.
 """
 from __future__ import annotations
 
-from . import nodes as ast
 from ..errors import did_you_mean
-from .valuetypes import BOOL, MIXED, NUMBER, TEXT, base_type as _base, literal_type
+from . import nodes
+from .valuetypes import BOOL, MIXED, NUMBER, TEXT, is_enum, literal_type
+from .valuetypes import base_type as _base
 
 _ORDERING = ("<", "<=", ">", ">=")
 
@@ -19,7 +20,7 @@ class _Checker:
     def error(self, node, code, message, suggestion=None):
         self.sink.error(self.where(node.pos), code, message, rule=self.rule_id, suggestion=suggestion)
 
-    def name_type(self, node: ast.Name):
+    def name_type(self, node: nodes.Name):
         kind = self.namespace.type_of(node.id)
         if kind is None:
             self.error(node, "E102", f"unknown name '{node.id}'", did_you_mean(node.id, self.namespace.names()))
@@ -27,33 +28,32 @@ class _Checker:
 
     def value(self, node):
         """Type of a value expression, or None after reporting a problem."""
-        if isinstance(node, ast.Literal):
-            return literal_type(node.value)
-        if isinstance(node, ast.Name):
-            return self.name_type(node)
-        if isinstance(node, (ast.Arith, ast.Neg, ast.Call)):
-            operands = (node.left, node.right) if isinstance(node, ast.Arith) else (
-                (node.operand,) if isinstance(node, ast.Neg) else node.args)
-            for operand in operands:
-                kind = self.value(operand)
-                if kind is not None and _base(kind) != NUMBER:
-                    self.error(operand, "E103", "arithmetic needs numbers")
-            return NUMBER
-        if isinstance(node, ast.ListLit):
-            self.error(node, "E101", "a list may only follow 'in'")
-            return None
+        match node:
+            case nodes.Literal(value=value):
+                return literal_type(value)
+            case nodes.Name():
+                return self.name_type(node)
+            case nodes.Arith() | nodes.Neg() | nodes.Call():
+                for operand in nodes.children(node):
+                    kind = self.value(operand)
+                    if kind is not None and _base(kind) != NUMBER:
+                        self.error(operand, "E103", "arithmetic needs numbers")
+                return NUMBER
+            case nodes.ListLit():
+                self.error(node, "E101", "a list may only follow 'in'")
+                return None
         self.condition(node)
         return BOOL
 
-    def enum_member(self, kind, literal: ast.Literal):
-        if isinstance(kind, tuple) and isinstance(literal.value, str) and literal.value not in kind[1]:
+    def enum_member(self, kind, literal: nodes.Literal):
+        if is_enum(kind) and isinstance(literal.value, str) and literal.value not in kind[1]:
             self.error(literal, "E103", f"'{literal.value}' is not one of {', '.join(kind[1])}",
                        did_you_mean(literal.value, kind[1]))
 
-    def catalog_member(self, name_node, literal: ast.Literal):
+    def catalog_member(self, name_node, literal: nodes.Literal):
         """A literal compared with a catalog fact must be a catalog id: the state holds canonical ids,
         so a misspelt id (or an alias) never matches and the rule silently never fires."""
-        catalog = self.namespace.catalog.get(name_node.id) if isinstance(name_node, ast.Name) else None
+        catalog = self.namespace.catalog.get(name_node.id) if isinstance(name_node, nodes.Name) else None
         if not catalog or not isinstance(literal.value, str) or literal.value in catalog[0]:
             return
         ids, aliases = catalog
@@ -64,7 +64,7 @@ class _Checker:
             self.error(literal, "E103", f"'{literal.value}' is not a {name_node.id} of the knowledge catalog",
                        did_you_mean(literal.value, list(ids) + list(aliases)))
 
-    def compare(self, node: ast.Compare):
+    def compare(self, node: nodes.Compare):
         left, right = self.value(node.left), self.value(node.right)
         if left is None or right is None:
             return
@@ -73,37 +73,41 @@ class _Checker:
         elif _base(left) != _base(right) and MIXED not in (left, right):
             self.error(node, "E103", f"cannot compare {_base(left)} with {_base(right)}")
         for side, other, other_node in ((node.left, right, node.right), (node.right, left, node.left)):
-            if isinstance(side, ast.Literal):
+            if isinstance(side, nodes.Literal):
                 self.enum_member(other, side)
                 self.catalog_member(other_node, side)
 
     def condition(self, node):
-        if isinstance(node, ast.Compare):
-            self.compare(node)
-        elif isinstance(node, ast.In):
-            kind = self.value(node.left)
-            for item in node.items:
-                if kind is not None and _base(kind) != literal_type(item.value):
-                    self.error(item, "E103", f"list item {item.value!r} is not a {_base(kind)}")
-                else:
-                    self.enum_member(kind, item)
-                    self.catalog_member(node.left, item)
-        elif isinstance(node, ast.Exists):
-            self.name_type(node.name)
-        elif isinstance(node, ast.Not):
-            self.condition(node.operand)
-        elif isinstance(node, (ast.And, ast.Or)):
-            for item in node.items:
-                self.condition(item)
-        elif isinstance(node, ast.Name):
-            kind = self.name_type(node)
-            if kind is not None and kind != BOOL:
-                self.error(node, "E103", f"'{node.id}' is not true/false; compare it with a value")
-        elif isinstance(node, ast.Literal):
-            if not isinstance(node.value, bool):
-                self.error(node, "E103", "a condition must be true or false")
-        else:
-            self.error(node, "E103", "this is a value, not a condition (compare it with something)")
+        match node:
+            case nodes.Compare():
+                self.compare(node)
+            case nodes.In():
+                self.membership(node)
+            case nodes.Exists(name=name):
+                self.name_type(name)
+            case nodes.Not(operand=operand):
+                self.condition(operand)
+            case nodes.And(items=items) | nodes.Or(items=items):
+                for item in items:
+                    self.condition(item)
+            case nodes.Name(id=name):
+                kind = self.name_type(node)
+                if kind is not None and kind != BOOL:
+                    self.error(node, "E103", f"'{name}' is not true/false; compare it with a value")
+            case nodes.Literal(value=value):
+                if not isinstance(value, bool):
+                    self.error(node, "E103", "a condition must be true or false")
+            case _:
+                self.error(node, "E103", "this is a value, not a condition (compare it with something)")
+
+    def membership(self, node: nodes.In):
+        kind = self.value(node.left)
+        for item in node.items:
+            if kind is not None and _base(kind) != literal_type(item.value):
+                self.error(item, "E103", f"list item {item.value!r} is not a {_base(kind)}")
+            else:
+                self.enum_member(kind, item)
+                self.catalog_member(node.left, item)
 
 
 def check_condition(node, namespace, sink, rule_id, where) -> None:

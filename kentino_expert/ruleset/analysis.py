@@ -5,30 +5,30 @@ import string
 
 from ..domain.state import RECOMMENDATION_PREFIX
 from ..errors import Location
-from ..lang import nodes as ast
+from ..lang import nodes
 from ..lang.fold import fold
+
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
 def conjuncts(node) -> list:
     """Top-level AND terms of a condition."""
-    if isinstance(node, ast.And):
+    if isinstance(node, nodes.And):
         return [term for item in node.items for term in conjuncts(item)]
     return [node]
 
 
 def _constraint(term):
     """(name, op, constant) for `name OP literal` (either side), or None."""
-    if isinstance(term, ast.Compare):
-        left, right = term.left, term.right
-        if isinstance(left, ast.Name) and isinstance(right, ast.Literal):
-            return left.id, term.op, right.value
-        if isinstance(right, ast.Name) and isinstance(left, ast.Literal):
-            return right.id, _FLIP[term.op], left.value
-    if isinstance(term, ast.In) and isinstance(term.left, ast.Name) and not term.negated:
-        return term.left.id, "in", frozenset(item.value for item in term.items)
-    if isinstance(term, ast.Name):
-        return term.id, "==", True
+    match term:
+        case nodes.Compare(op=op, left=nodes.Name(id=name), right=nodes.Literal(value=value)):
+            return name, op, value
+        case nodes.Compare(op=op, left=nodes.Literal(value=value), right=nodes.Name(id=name)):
+            return name, _FLIP[op], value
+        case nodes.In(left=nodes.Name(id=name), items=items, negated=False):
+            return name, "in", frozenset(item.value for item in items)
+        case nodes.Name(id=name):
+            return name, "==", True
     return None
 
 
@@ -103,13 +103,13 @@ def _constraint_implies(strong, weak) -> bool:
         return _admits(weak, strong[2])
     if strong[1] in ("<", "<=", ">", ">=") and weak[1] in ("<", "<=", ">", ">="):
         return all(_admits(weak, v) for v in probes if _admits(strong, v)) and (
-            (strong[1][0] == weak[1][0]))
+            strong[1][0] == weak[1][0])
     return False
 
 
 def _strip_positions(node):
     """Structural copy with positions zeroed, so equal conditions compare equal."""
-    if isinstance(node, ast.Node):
+    if isinstance(node, nodes.Node):
         values = {k: _strip_positions(v) for k, v in node.__dict__.items() if k != "pos"}
         return type(node)(pos=0, **values)
     if isinstance(node, tuple):
@@ -126,7 +126,7 @@ def shadowing(rules, params: dict) -> list[tuple]:
     found = []
     terms = {rule.id: _terms(rule, params) for rule in rules}
     # `implies` needs a term's names among the stronger side's: a cheap exact pre-filter
-    names = {rule_id: frozenset(n.id for term in ts for n in ast.names_in(term)) for rule_id, ts in terms.items()}
+    names = {rule_id: frozenset(n.id for term in ts for n in nodes.names_in(term)) for rule_id, ts in terms.items()}
     recommenders, writers = [], {}  # earlier rules, indexed by what could make them pre-empt a later one
     for low in rules:
         for high in _pre_empting_candidates(low, recommenders, writers):
@@ -165,10 +165,10 @@ def _used_names(rules) -> set:
     used = set()
     for rule in rules:
         for condition in rule.source.when:
-            used |= {n.id for n in ast.names_in(condition.node)}
+            used |= {n.id for n in nodes.names_in(condition.node)}
         for _, value in rule.source.then.recommend:
             if hasattr(value, "node"):
-                used |= {n.id for n in ast.names_in(value.node)}
+                used |= {n.id for n in nodes.names_in(value.node)}
         used |= _template_names(rule.source.because)
         if rule.source.then.warn:
             used |= _template_names(rule.source.then.warn[1])

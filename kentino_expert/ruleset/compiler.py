@@ -25,8 +25,8 @@ from . import crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
-from .ranges import Ranges
 from .policies import read_fact_policies, read_parameters
+from .ranges import Ranges
 from .rulefile import SPECIAL_FILES, Condition, Rule, read_rule_file, read_rules
 
 # Mixed into every digest. It once named the durable backend's version; kept as it was so that the

@@ -69,7 +69,8 @@ CODES = {
     "E201": "a rule shape the engine cannot run safely",
     "E202": "too many conditions under one node of the engine's network (a long `or`; durable-rules hangs at 512)",
     "E203": "one fact can leave more than 64 matching conditions pending (durable-rules error 303 on every request)",
-    "E204": "chained or nested `or`s make one fact walk too many conditions (every matching branch walks the rest again)",
+    "E204": "chained or nested `or`s make one fact walk too many conditions (every matching branch walks the "
+            "rest again)",
     "E205": "a rule compiles to more than 15 and/or groups (durable-rules refuses it, error 113)",
     "E206": "arithmetic that can overflow: a value not provably finite over the ranges of its names",
     "E207": "the rule set fails in a sandbox: building it or answering an example hangs, crashes or fails",

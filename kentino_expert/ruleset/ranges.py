@@ -15,9 +15,11 @@ from ..domain.state import recommendation_key
 from ..domain.workload import Workload
 from ..lang.fold import fold
 from ..lang.intervals import ANY_FINITE, EVERYTHING, Interval, Overflow, interval_of
-from ..lang.valuetypes import NUMBER, finite_number as _number
+from ..lang.valuetypes import NUMBER
+from ..lang.valuetypes import finite_number as _number
 
-_FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"), "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
+_FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
+              "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
 
 
 @functools.cache

@@ -9,7 +9,8 @@ from ..domain.vocabulary import KINDS, PRECISIONS
 from ..errors import Location, did_you_mean
 from ..lang import nodes, parser
 from ..lang.valuetypes import finite_number
-from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of, to_plain as _plain
+from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of
+from ..yamlsrc import to_plain as _plain
 from .diagnostics import DiagnosticSink
 
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
@@ -149,7 +150,8 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
                                f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
                                rule=rule_id)
                 elif not re.match(r"^[a-z][a-z0-9_]*$", str(name)):
-                    sink.error(body.key_locations[name], "E003", f"conclusion name '{name}' must be snake_case", rule=rule_id)
+                    sink.error(body.key_locations[name], "E003", f"conclusion name '{name}' must be snake_case",
+                               rule=rule_id)
                 else:
                     conclude += ((str(name), value),)
     if "recommend" in then:
@@ -208,7 +210,8 @@ def _read_warn(then, display, sink, rule_id):
     check_keys(body, ("code", "message"), display, sink, "warn", rule_id)
     code = text_field(body, "code", display, sink, rule_id)
     if code and not _KEBAB.match(code):
-        sink.error(location_of(body, "code", display), "E003", f"warning code '{code}' must be kebab-case", rule=rule_id)
+        sink.error(location_of(body, "code", display), "E003", f"warning code '{code}' must be kebab-case",
+                   rule=rule_id)
     return (code, text_field(body, "message", display, sink, rule_id))
 
 
@@ -221,7 +224,8 @@ def _read_when(rule_map, display, sink, rule_id) -> tuple[Condition, ...]:
     if isinstance(when, list):
         holder, keys = when, list(range(len(when)))
         if not when:
-            sink.error(location_of(rule_map, "when", display), "E003", "'when' needs at least one condition", rule=rule_id)
+            sink.error(location_of(rule_map, "when", display), "E003", "'when' needs at least one condition",
+                       rule=rule_id)
     out = []
     for key in keys:
         condition = parse_condition(holder, key, display, sink, rule_id)
@@ -245,7 +249,8 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
     priority = _priority(rule_map, display, sink, rule_id)
     example = rule_map.get("example")
     if example is not None and not isinstance(example, dict):
-        sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts", rule=rule_id)
+        sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts",
+                   rule=rule_id)
         example = None
     rule = Rule(
         id=rule_id or "?", heuristics=id_list(rule_map, "heuristics", display, sink, rule_id),

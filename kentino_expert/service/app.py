@@ -37,8 +37,17 @@ from ..sandbox import vet
 from ..version import __version__
 from .guard import Access, Guard, document_access
 from .holder import ExpertHolder
-from .http_io import (BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, facts_schema_for,
-                      read_limited, request_schema, tool_definition)
+from .http_io import (
+    BadRequest,
+    HeadAsGet,
+    allow_with_head,
+    check_encoding,
+    decide_off_loop,
+    facts_schema_for,
+    read_limited,
+    request_schema,
+    tool_definition,
+)
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -275,7 +284,8 @@ def _add_operations_routes(app, holder, decision_log) -> None:
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
-              responses={409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules serve"}})
+              responses={409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules "
+                                              "serve"}})
     async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
@@ -286,7 +296,8 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                                              "old one is still serving"}],
                                  "diagnostics": _diagnostics(exc), "error": str(exc),
                                  "serving_digest": holder.expert.ruleset.digest}, status_code=409)
-        logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s", result["digest"][:16])
+        logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s",
+                                                result["digest"][:16])
         return result
 
 

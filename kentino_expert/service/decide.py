@@ -12,8 +12,17 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from ..answer.model import (Answer, AssumptionOut, FigureOut, Question, Recommendation, RulesetId, TraceStep,
-                            Warning_, WhyNot)
+from ..answer.model import (
+    Answer,
+    AssumptionOut,
+    FigureOut,
+    Question,
+    Recommendation,
+    RulesetId,
+    TraceStep,
+    WarningOut,
+    WhyNot,
+)
 from ..answer.questions import rank_questions
 from ..answer.whynot import why_not_from
 from ..decisions.log import DecisionLog
@@ -36,7 +45,7 @@ class Decision(BaseModel):
     why_not: list[WhyNot]
     recommendation: Recommendation
     figures: dict[str, FigureOut]
-    warnings: list[Warning_]
+    warnings: list[WarningOut]
     assumptions: list[AssumptionOut]
     trace: list[TraceStep]
     ruleset: RulesetId
@@ -72,7 +81,7 @@ class Evaluation:
         return made
 
 
-def evaluate(expert, facts, logger: logging.Logger | None = None) -> Evaluation:
+def evaluate_decision(expert, facts, logger: logging.Logger | None = None) -> Evaluation:
     """All of deciding but the write. Arithmetic that fails on extreme (but valid) facts is an EngineError:
     such facts are the caller's to change, so they get a message, not a crash; `logger` (default: this
     module's) keeps the traceback for whoever maintains the rules."""
@@ -103,7 +112,7 @@ def decide(expert, log: DecisionLog | None, facts, source: str, session_id=None,
     """Decide on `facts` (a mapping or a Workload) with `expert` and record the decision in `log` (source
     'http', 'mcp' or 'cli'); with `log` None nothing is recorded and the id is None."""
     session_id, turn = check_meta(session_id, turn)  # before the work: a bad turn is refused, not evaluated
-    evaluation = expert.answer_cache.get(facts, lambda given: evaluate(expert, given, logger))
+    evaluation = expert.answer_cache.get(facts, lambda given: evaluate_decision(expert, given, logger))
     decision_id = (log.record(evaluation.facts, evaluation.logged, source, session_id=session_id, turn=turn)
                    if log is not None else None)
     return evaluation.decision(decision_id)

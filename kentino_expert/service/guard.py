@@ -39,7 +39,7 @@ class Access:
     log_readers: int = 2
 
     @classmethod
-    def resolve(cls, read_token=None, admin_token=None, allowed_hosts=None, log_readers: int = 2) -> "Access":
+    def resolve(cls, read_token=None, admin_token=None, allowed_hosts=None, log_readers: int = 2) -> Access:
         """Given values first, else KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN, KENTINO_ALLOWED_HOSTS (comma-separated)."""
         read = read_token if read_token is not None else os.environ.get("KENTINO_READ_TOKEN")
         admin = admin_token if admin_token is not None else os.environ.get("KENTINO_ADMIN_TOKEN")

@@ -1,4 +1,5 @@
-"""The service's edges: strict parsing of request bodies, HEAD as GET, and the facts schema as JSON Schema and LLM tool."""
+"""The service's edges: strict parsing of request bodies, deciding off the event loop, HEAD as GET, and the facts
+schema as JSON Schema and LLM tool."""
 from __future__ import annotations
 
 import asyncio

@@ -23,12 +23,14 @@ import socket
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import uvicorn
 
 from .http_limits import HttpLimits, server_config
+
+DEFAULTS = HttpLimits()
 
 APP = "kentino_expert.service.app:app_from_env"
 BACKLOG = 2048
@@ -89,7 +91,7 @@ def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimit
 class Supervisor:
     """Start `count` workers on (host, port); `run()` blocks until SIGINT/SIGTERM."""
 
-    def __init__(self, host: str, port: int, count: int, log_level: str = "info", limits: HttpLimits = HttpLimits()):
+    def __init__(self, host: str, port: int, count: int, log_level: str = "info", limits: HttpLimits = DEFAULTS):
         self.host, self.count, self.log_level, self.limits = host, count, log_level, limits
         # bound, never listening: it fixes the port (port 0 picks one) without taking connections
         self._holder = _socket(host, port)
@@ -107,10 +109,8 @@ class Supervisor:
     def _forward(self, signum):
         for process in self._workers:
             if process.is_alive():
-                try:
+                with suppress(OSError):  # it has just exited
                     os.kill(process.pid, signum)
-                except OSError:  # it has just exited
-                    pass
 
     def run(self) -> None:
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

@@ -14,6 +14,7 @@ Built on the measured defects of durable-rules 2.0.28 (see README, "The engine")
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -92,7 +93,7 @@ class _Chunk:
     def __init__(self, groups):
         self.groups = [f"g{index}" for index in range(len(groups))]
         definition = {BOOT: {"pri": 0, "all": [{"m": {"t": BOOT}}]}}
-        for group, rules in zip(self.groups, groups):
+        for group, rules in zip(self.groups, groups, strict=True):
             for rule in rules:
                 definition[rule.id] = rule_pattern(rule, group)
         # only what a condition reads is sent to the engine: the C core parses less per assert
@@ -154,10 +155,8 @@ class DurableEngine:
             chunk.close()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):  # at interpreter exit the C core may be gone already
             self.close()
-        except Exception:
-            pass
 
     def run(self, state: dict, apply: Apply, max_steps: int = MAX_STEPS) -> tuple[list[str], dict]:
         """Forward-chain from `state`; `apply(rule, state)` returns the properties a firing adds."""
@@ -232,7 +231,8 @@ class DurableEngine:
                 raise EngineError("boot rule fired twice in one session")
             added = apply(self.ruleset.rule(rule_id), state)
             if state.keys() & added.keys():
-                raise EngineError(f"rule '{rule_id}' re-wrote {sorted(state.keys() & added.keys())}: properties are write-once")
+                raise EngineError(f"rule '{rule_id}' re-wrote {sorted(state.keys() & added.keys())}: "
+                                  "properties are write-once")
             new = encode_members(added.items(), self._reads)
             body[0] = f"{body[0]},{new}" if body[0] and new else (body[0] or new)
             state = {**state, **added}

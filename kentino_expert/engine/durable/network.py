@@ -271,7 +271,8 @@ class Group:
         hashed, listed, ending = len(self.crowded.hashed), len(self.listing.listed), self.ended.ending
         if hashed > MAX_SIBLINGS:
             out.append(Excess("E202", f"{hashed} conditions hang under one node of the engine's network (at most "
-                              f"{MAX_SIBLINGS}; durable-rules loops forever at 512): shorten the `or` or split the rule",
+                              f"{MAX_SIBLINGS}; durable-rules loops forever at 512): shorten the `or` or split the "
+                              "rule",
                               _blame(self.crowded)))
         if listed > MAX_LISTED:
             out.append(Excess("E202", f"{listed} `not exists` conditions and `or` continuations hang under one "

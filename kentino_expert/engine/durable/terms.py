@@ -12,7 +12,7 @@ import math
 from decimal import Decimal
 
 from ...errors import EngineError
-from ...lang import nodes as ast
+from ...lang import nodes
 from ...lang.semantics import MISSING, truth_of, value_of
 from ...lang.valuetypes import finite_number
 from ..backend import ShapeProblem
@@ -123,35 +123,35 @@ _ONE = 1.0             # multiplying the dividend by a float makes durable divid
 ENGINE_NAMES = ("t", "id", "sid")  # properties of durable's state fact itself, never the rules' names
 
 
-def _constant(node: ast.Literal):
+def _constant(node: nodes.Literal):
     """A literal the C core reads as the same number: finite and within a double's range."""
     value = node.value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not finite_number(value):
-            raise ShapeError("a constant must be a finite number within about ±1.8e308 "
-                             "(after folding parameters)", node.pos)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not finite_number(value):
+        raise ShapeError("a constant must be a finite number within about ±1.8e308 "
+                         "(after folding parameters)", node.pos)
     return value
 
 
 def _operand(node):
     """Right-hand side of a durable comparison: a constant, a same-fact name, or arithmetic."""
-    if isinstance(node, ast.Literal):
+    if isinstance(node, nodes.Literal):
         return _constant(node)
-    if not _names(node) and not isinstance(node, ast.Call):
+    if not _names(node) and not isinstance(node, nodes.Call):
         # durable miscomputes arithmetic of two constants (-(-1) is not 1): compute it here
-        return _constant(ast.Literal(node.pos, _constant_value(node)))
-    if isinstance(node, ast.Name):
-        return {"$m": node.id}
-    if isinstance(node, ast.Neg):
-        return {"$mul": {"$l": _operand(node.operand), "$r": -1}}
-    if isinstance(node, ast.Arith) and node.op == "/":
-        # durable divides two ints as ints (8 / 3 == 2) and dies with SIGFPE on an int zero;
-        # the reference divides as floats. A float dividend gives durable the same meaning.
-        dividend = _operand(node.left)
-        dividend = float(dividend) if isinstance(dividend, (int, float)) else {"$mul": {"$l": dividend, "$r": _ONE}}
-        return {"$div": {"$l": dividend, "$r": _operand(node.right)}}
-    if isinstance(node, ast.Arith):
-        return {_ARITH[node.op]: {"$l": _operand(node.left), "$r": _operand(node.right)}}
+        return _constant(nodes.Literal(node.pos, _constant_value(node)))
+    match node:
+        case nodes.Name(id=name):
+            return {"$m": name}
+        case nodes.Neg(operand=operand):
+            return {"$mul": {"$l": _operand(operand), "$r": -1}}
+        case nodes.Arith(op="/", left=left, right=right):
+            # durable divides two ints as ints (8 / 3 == 2) and dies with SIGFPE on an int zero;
+            # the reference divides as floats. A float dividend gives durable the same meaning.
+            dividend = _operand(left)
+            dividend = float(dividend) if isinstance(dividend, (int, float)) else {"$mul": {"$l": dividend, "$r": _ONE}}
+            return {"$div": {"$l": dividend, "$r": _operand(right)}}
+        case nodes.Arith(op=op, left=left, right=right):
+            return {_ARITH[op]: {"$l": _operand(left), "$r": _operand(right)}}
     raise ShapeError(f"{type(node).__name__.lower()} is not supported on the right of a comparison "
                      "(max/min/ceil belong in `then`, not `when`)", node.pos)
 
@@ -164,7 +164,7 @@ def _constant_value(node):
 
 
 def _names(node) -> list[str]:
-    return [n.id for n in ast.names_in(node)]
+    return [n.id for n in nodes.names_in(node)]
 
 
 def _missing_any(names) -> list:
@@ -186,11 +186,11 @@ def _divisors(node) -> list:
     found, stack = [], [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, ast.Arith):
+        if isinstance(item, nodes.Arith):
             if item.op == "/":
                 found.append(item.right)
             stack += [item.left, item.right]
-        elif isinstance(item, ast.Neg):
+        elif isinstance(item, nodes.Neg):
             stack.append(item.operand)
     return found
 
@@ -202,37 +202,34 @@ def _zero_tests(divisor) -> list[tuple]:
     (barring underflow of two tiny floats). A divisor of another shape cannot be guarded in durable's
     `name OP expression` terms, and is refused rather than left to divide by zero.
     """
-    if not _names(divisor) and not isinstance(divisor, ast.Call):
-        if _constant(ast.Literal(divisor.pos, _constant_value(divisor))) == 0:
+    if not _names(divisor) and not isinstance(divisor, nodes.Call):
+        if _constant(nodes.Literal(divisor.pos, _constant_value(divisor))) == 0:
             raise _AlwaysZero()
         return []
-    if isinstance(divisor, ast.Name):
-        return [(divisor.id, 0)]
-    if isinstance(divisor, ast.Neg):
-        return _zero_tests(divisor.operand)
-    if isinstance(divisor, ast.Arith) and divisor.op == "*":
-        return _zero_tests(divisor.left) + _zero_tests(divisor.right)
-    if isinstance(divisor, ast.Arith) and divisor.op == "/":
-        return _zero_tests(divisor.left)  # its own divisor is guarded as a divisor in its own right
-    if isinstance(divisor, ast.Arith):
-        left, right = divisor.left, divisor.right
-        if isinstance(left, ast.Name):
-            other = right if divisor.op == "-" else ast.Neg(right.pos, right)
-            return [(left.id, _operand(other))]
-        if isinstance(right, ast.Name):
-            other = left if divisor.op == "-" else ast.Neg(left.pos, left)
-            return [(right.id, _operand(other))]
+    match divisor:
+        case nodes.Name(id=name):
+            return [(name, 0)]
+        case nodes.Neg(operand=operand):
+            return _zero_tests(operand)
+        case nodes.Arith(op="*", left=left, right=right):
+            return _zero_tests(left) + _zero_tests(right)
+        case nodes.Arith(op="/", left=left):
+            return _zero_tests(left)  # its own divisor is guarded as a divisor in its own right
+        case nodes.Arith(op=op, left=nodes.Name(id=name), right=other):
+            return [(name, _operand(other if op == "-" else nodes.Neg(other.pos, other)))]
+        case nodes.Arith(op=op, left=other, right=nodes.Name(id=name)):
+            return [(name, _operand(other if op == "-" else nodes.Neg(other.pos, other)))]
     raise ShapeError("the engine cannot guard this divisor against zero: divide by a name, a number, "
                      "a product of those, or `name + ...` / `name - ...`", divisor.pos)
 
 
-def _compare(node: ast.Compare, negate: bool):
+def _compare(node: nodes.Compare, negate: bool):
     left, right, op = node.left, node.right, node.op
-    if not isinstance(left, ast.Name) and isinstance(right, ast.Name):
+    if not isinstance(left, nodes.Name) and isinstance(right, nodes.Name):
         left, right, op = right, left, _FLIP[op]
-    if not isinstance(left, ast.Name):
+    if not isinstance(left, nodes.Name):
         if not _names(left) and not _names(right):
-            holds = truth_of(ast.Compare(node.pos, op, left, right), {}) != negate
+            holds = truth_of(nodes.Compare(node.pos, op, left, right), {}) != negate
             return None if holds else _IMPOSSIBLE
         raise ShapeError("the left side of a comparison must be a single name (move arithmetic to the right)",
                          node.pos)
@@ -253,8 +250,8 @@ def _term(name: str, op: str, operand):
     return {name: operand} if op == "==" else {_OPS[op]: {name: operand}}
 
 
-def _membership(node: ast.In, negate: bool):
-    if not isinstance(node.left, ast.Name):
+def _membership(node: nodes.In, negate: bool):
+    if not isinstance(node.left, nodes.Name):
         raise ShapeError("'in' needs a single name on its left", node.pos)
     if len(node.items) > MAX_LIST:
         raise ShapeError(f"an 'in' list holds at most {MAX_LIST} items ({len(node.items)} given): an engine-safety "
@@ -288,30 +285,35 @@ def translate(node, negate: bool = False, depth: int = 0, origins: dict | None =
 def _translate(node, negate, depth, origins):
     if depth > MAX_DEPTH:
         raise ShapeError(f"conditions nest deeper than {MAX_DEPTH} and/or levels", node.pos)
-    if isinstance(node, ast.Not):
-        return translate(node.operand, not negate, depth, origins)
-    if isinstance(node, ast.Compare):
-        return _compare(node, negate)
-    if isinstance(node, ast.In):
-        return _membership(node, negate)
-    if isinstance(node, ast.Exists):
-        return {"$nex" if negate else "$ex": {node.name.id: 1}}
-    if isinstance(node, ast.Name):
-        if negate:
-            return {"$or": [{"$neq": {node.id: True}}, {"$nex": {node.id: 1}}]}
-        return {node.id: True}
-    if isinstance(node, ast.Literal) and isinstance(node.value, bool):
-        return None if node.value != negate else _IMPOSSIBLE
-    if isinstance(node, (ast.And, ast.Or)):
-        conjunctive = isinstance(node, ast.And) != negate
-        terms = [translate(item, negate, depth + 1, origins) for item in node.items]
-        if conjunctive:
-            kept = [part for t in terms if t is not None for part in _conjuncts(t)]
-            return {"$and": kept} if len(kept) > 1 else (kept[0] if kept else None)
-        if any(t is None for t in terms):
-            return None
-        return {"$or": terms}
+    match node:
+        case nodes.Not(operand=operand):
+            return translate(operand, not negate, depth, origins)
+        case nodes.Compare():
+            return _compare(node, negate)
+        case nodes.In():
+            return _membership(node, negate)
+        case nodes.Exists(name=name):
+            return {"$nex" if negate else "$ex": {name.id: 1}}
+        case nodes.Name(id=name):
+            if negate:
+                return {"$or": [{"$neq": {name: True}}, {"$nex": {name: 1}}]}
+            return {name: True}
+        case nodes.Literal(value=bool() as value):
+            return None if value != negate else _IMPOSSIBLE
+        case nodes.And(items=items) | nodes.Or(items=items):
+            return _junction(items, isinstance(node, nodes.And) != negate, negate, depth, origins)
     raise ShapeError(f"{type(node).__name__} is not a condition", node.pos)
+
+
+def _junction(items, conjunctive: bool, negate: bool, depth: int, origins):
+    """An and/or of the items' terms (after negation pushed down: `conjunctive` says which)."""
+    terms = [translate(item, negate, depth + 1, origins) for item in items]
+    if conjunctive:
+        kept = [part for term in terms if term is not None for part in _conjuncts(term)]
+        return {"$and": kept} if len(kept) > 1 else (kept[0] if kept else None)
+    if any(term is None for term in terms):
+        return None
+    return {"$or": terms}
 
 
 def _conjuncts(term) -> list:
@@ -345,7 +347,7 @@ def rule_pattern(rule, group: str) -> dict:
 def _condition_problem(rule, index, condition):
     try:
         translate(condition)
-        for name in ast.names_in(condition):
+        for name in nodes.names_in(condition):
             if len(name.id) > 200:
                 raise ShapeError("a name longer than 200 characters", name.pos)
     except ShapeError as exc:
