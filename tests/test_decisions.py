@@ -147,6 +147,8 @@ def test_replay_unchanged_and_changed(log, expert, tmp_path):
     decision = log.get(decision_id)
     same = replay(expert, decision)
     assert same.unchanged and not same.digest_changed and same.rules_changed == []
+    assert list(same.report()) == ["decision_id", "old_digest", "new_digest", "digest_changed", "unchanged",
+                                   "changes", "rules_changed", "warnings_changed"]  # `--format json`, as documented
     edited = Expert(_edited_rules(tmp_path))
     try:
         other = replay(edited, decision)

@@ -185,6 +185,13 @@ class TestParsing:
         """`'a\\x'` once died with UnicodeDecodeError in the unicode_escape codec."""
         _only(check(_rule("\"model == 'a\\\\x'\"")), "E101", "x.yaml:5:23:", "bad escape")
 
+    @pytest.mark.parametrize("when, column", [("qps >> 1", 11), ('"qps >> 1"', 12), ("'qps >> 1'", 12),
+                                              ("[qps >> 1]", 12), ('["qps >> 1"]', 13)])
+    def test_quoted_or_plain_the_column_is_the_characters(self, check, when, column):
+        """The same mistake is reported at its own character whether the condition is plain, quoted or a list
+        item (the reader records which scalars were quoted: no file is read again to find out)."""
+        _only(check(_rule(when)), "E101", f"x.yaml:5:{column + 5}:")  # the second `>`, 5 characters in
+
     def test_escapes(self):
         """The documented escapes work, and UTF-8 text next to an escape is not read as Latin-1."""
         assert parse(r"model == 'a\'b\\c\u0161 č'").right.value == "a'b\\cš č"
