@@ -183,9 +183,13 @@ def test_generated_hostile_rules_are_refused_where_they_are_or_run(tmp_path, rul
 def test_what_check_accepts_the_engine_runs(tmp_path, rules):
     """Keep only the generated rules `rules check` accepts: the sandbox then builds the set and answers every
     example within its limits, without one error (a hang, a crash or error 303 would be an E207)."""
-    directory = hostile.hostile_dir(tmp_path, "generated", rules)
-    refused = {d.rule for d in check_directory(directory.directory).errors}
+    benign = hostile.rule_text("benign", "params_b > 1")
+    directory = hostile.hostile_dir(tmp_path, "generated", rules + [benign])  # checked as it will be run
+    errors = check_directory(directory.directory).errors
+    refused = {d.rule for d in errors}
+    if any("distinct names" in d.message for d in errors):  # a limit of the whole set, blamed on its first rule:
+        refused |= {text.split("\n", 1)[0].removeprefix("  - id: ") for text in rules}  # none of it is accepted
     kept = [text for text in rules if text.split("\n", 1)[0].removeprefix("  - id: ") not in refused]
-    directory = hostile.hostile_dir(tmp_path, "accepted", kept + [hostile.rule_text("benign", "params_b > 1")])
+    directory = hostile.hostile_dir(tmp_path, "accepted", kept + [benign])
     report = check_in_sandbox(directory.directory, limits=Limits(seconds=60))
     assert report.errors == [], [str(d) for d in report.errors]
