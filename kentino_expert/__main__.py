@@ -1,4 +1,4 @@
 """`python -m kentino_expert` runs the command line."""
-from .cli import main
+from .cli.main import main
 
 main(prog_name="kentino-expert")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -27,6 +26,11 @@ def did_you_mean(name: str, candidates) -> str | None:
     """The closest known name to a misspelt one, or None when nothing is close."""
     matches = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1, cutoff=0.6)
     return matches[0] if matches else None
+
+
+def with_suggestion(text: str, suggestion: str | None) -> str:
+    """`text (did you mean 'x'?)`, the one wording of a suggestion in every error and diagnostic."""
+    return f"{text} (did you mean '{suggestion}'?)" if suggestion else text
 
 
 @dataclass(frozen=True)
@@ -63,10 +67,12 @@ class KentinoError(Exception):
         return printable(message)
 
     def render(self) -> str:
-        text = self.message
-        if self.suggestion:
-            text += f" (did you mean '{self.suggestion}'?)"
+        text = self.suggested()
         return f"{self.location}: {text}" if self.location else text
+
+    def suggested(self) -> str:
+        """The message with its suggestion, without the location."""
+        return with_suggestion(self.message, self.suggestion)
 
 
 class InputError(KentinoError):

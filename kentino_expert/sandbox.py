@@ -3,7 +3,7 @@ examples answered under time and memory limits before `rules check` passes it or
 
 `rules check` refuses every shape it knows the engine cannot run; this is the defence in depth for
 what it does not know. The child (`python -m kentino_expert.sandbox`) limits its own address space
-and CPU time (setrlimit, before it imports the engine); the parent kills it, and everything it
+and CPU time (setrlimit, before it reads the rules); the parent kills it, and everything it
 started, when the wall-clock limit passes. A hang, a crash, a memory blow-up or an example whose
 answer fails is an E207 error; only a set whose trial passed is then built in the serving process.
 An example that is answered but does not fire its rule is a W306 warning, like the W301/W302 that
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import signal
@@ -22,11 +23,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .diagnostics import Diagnostic
-from .errors import Location, RuleFileError
+from .answer.pipeline import answer_traced
+from .domain.workload import validate_facts
+from .engine.registry import DEFAULT, backend_class
+from .errors import KentinoError, Location, RuleFileError
+from .paths import bundled
+from .rulecheck import CheckReport, check_directory
+from .ruleset.diagnostics import Diagnostic
 
 _PREFIX = "kentino-sandbox "
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -40,7 +46,7 @@ class Limits:
     memory_bytes: int = 1 << 30
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         """Limits from KENTINO_SANDBOX_SECONDS and KENTINO_SANDBOX_MEMORY_MB (defaults for what is unset)."""
         seconds = _positive(os.environ.get("KENTINO_SANDBOX_SECONDS"), cls.seconds)
         megabytes = _positive(os.environ.get("KENTINO_SANDBOX_MEMORY_MB"), cls.memory_bytes / 2**20)
@@ -69,7 +75,6 @@ class Trial:
 
 def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> Trial:
     """Check, build and answer the examples of a rule set in a child process under `limits`."""
-    from .paths import bundled
     limits = limits or Limits.from_env()
     rules = str(Path(rules_dir or bundled("rules")))
     knowledge = str(Path(knowledge_dir or bundled("knowledge")))
@@ -92,6 +97,11 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
             child.wait()
     seconds = time.monotonic() - start
     return Trial(_diagnostics(out, err, child.returncode, timed_out, rules, limits), seconds)
+
+
+def check_in_sandbox(rules_dir=None, knowledge_dir=None, limits: Limits | None = None) -> CheckReport:
+    """`rules check` with the trial: every diagnostic of the check, the build and the examples (E207, W306)."""
+    return CheckReport(tuple(trial_load(rules_dir, knowledge_dir, limits).diagnostics))
 
 
 def _kill_session(child) -> None:
@@ -149,7 +159,6 @@ _PASSED_LOCK = threading.Lock()
 
 def content_digest(rules_dir, knowledge_dir=None) -> str:
     """sha256 of the names and bytes of every file of the two directories (what a trial depends on)."""
-    from .paths import bundled
     sha = hashlib.sha256()
     for root in (Path(rules_dir or bundled("rules")), Path(knowledge_dir or bundled("knowledge"))):
         sha.update(f"{root.resolve()}\n".encode())
@@ -180,13 +189,11 @@ def vet(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> None:
 def built(factory):
     """factory(), with a failure that is not a KentinoError (a bug, or a rule set that breaks the
     build in a way nothing checks) turned into a RuleFileError: a reload then refuses it (409)."""
-    from .errors import KentinoError
     try:
         return factory()
     except KentinoError:
         raise
     except Exception as exc:
-        import logging
         logging.getLogger("kentino_expert.service").exception("building the expert failed")
         where = Location(str(getattr(factory, "rules_dir", None) or "rules"))
         raise RuleFileError([Diagnostic(where, "E207", f"building the rule set failed: {type(exc).__name__}: {exc}")]
@@ -195,12 +202,16 @@ def built(factory):
 
 # -- the child --------------------------------------------------------------------------------------
 
-_DOING = ["starting"]
+def _memory_line(doing: str) -> bytes:
+    return (_PREFIX + json.dumps({"step": "memory", "doing": doing}) + "\n").encode()
+
+
+_OUT_OF_MEMORY = [_memory_line("starting")]  # what the child says when it runs out of memory, kept ready
 
 
 def _say(**message) -> None:
     if "doing" in message:
-        _DOING[0] = message["doing"]
+        _OUT_OF_MEMORY[0] = _memory_line(message["doing"])
     sys.stdout.write(_PREFIX + json.dumps(message, default=str) + "\n")
     sys.stdout.flush()
 
@@ -220,7 +231,6 @@ def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
 
 def _child(rules: str, knowledge: str) -> list[Diagnostic]:
     """What the child does: `rules check`, then the engine and the examples if the check passed."""
-    from .checking import check_directory
     _say(step="check", doing="checking the rule files")
     ruleset = []
     report = check_directory(rules, knowledge, keep=ruleset)
@@ -233,11 +243,8 @@ def _child(rules: str, knowledge: str) -> list[Diagnostic]:
 def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
     """Build the engine, then answer each rule's example on it: E207 when answering fails, W306 when
     the answer does not fire the rule (unless a W301/W302 already says it cannot fire)."""
-    from dataclasses import asdict
-
-    from .engine import DurableEngine
     _say(step="build", doing="building the engine")
-    engine = DurableEngine(ruleset)
+    engine = backend_class(DEFAULT)(ruleset)
     out = []
     for rule in ruleset.rules:
         if not rule.source.example:
@@ -255,11 +262,8 @@ def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
 
 def _answer(ruleset, knowledge, engine, rule) -> tuple[str | None, list[str]]:
     """(why answering the rule's example fails, or None; the rules fired)."""
-    from .errors import KentinoError
-    from .facts import validate_facts
-    from .recommend import evaluate_traced
     try:
-        _, firings, _ = evaluate_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
+        _, firings, _ = answer_traced(validate_facts(rule.source.example), knowledge, ruleset, engine)
     except KentinoError as exc:
         return str(exc), []
     except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
@@ -273,7 +277,7 @@ def main(argv: list[str]) -> int:
     try:
         diagnostics = _child(rules, knowledge)
     except MemoryError:
-        _say(step="memory", doing=_DOING[0])
+        os.write(sys.stdout.fileno(), _OUT_OF_MEMORY[0])  # made in advance: no memory is left to make it now
         return 3
     _say(result=[d.as_dict() for d in diagnostics])
     return 0

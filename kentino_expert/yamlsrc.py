@@ -20,15 +20,20 @@ _INT_BOUND = 10 ** _INT_DIGITS
 
 
 class LocatedDict(dict):
-    """A mapping that remembers where each key and each value stood in the source."""
+    """A mapping that remembers where each key and each value stood in the source, and which values
+    were quoted scalars (their text starts one column after their location)."""
 
-    __slots__ = ("key_locations", "value_locations", "location")
+    __slots__ = ("key_locations", "value_locations", "location", "quoted")
 
 
 class LocatedList(list):
-    """A sequence that remembers where each item stood in the source."""
+    """A sequence that remembers where each item stood in the source, and which items were quoted."""
 
-    __slots__ = ("item_locations", "location")
+    __slots__ = ("item_locations", "location", "quoted")
+
+
+def _is_quoted(node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
 
 
 class YamlSourceError(Exception):
@@ -61,6 +66,7 @@ class _Builder:
             out = LocatedList(self.build(item) for item in node.value)
             out.item_locations = [_loc(self.filename, item.start_mark) for item in node.value]
             out.location = _loc(self.filename, node.start_mark)
+            out.quoted = {index for index, item in enumerate(node.value) if _is_quoted(item)}
             return out
         return self._scalar_value(node)
 
@@ -82,7 +88,7 @@ class _Builder:
 
     def _mapping(self, node):
         out = LocatedDict()
-        out.key_locations, out.value_locations = {}, {}
+        out.key_locations, out.value_locations, out.quoted = {}, {}, set()
         out.location = _loc(self.filename, node.start_mark)
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -95,6 +101,8 @@ class _Builder:
             out[key] = self.build(value_node)
             out.key_locations[key] = _loc(self.filename, key_node.start_mark)
             out.value_locations[key] = _loc(self.filename, value_node.start_mark)
+            if _is_quoted(value_node):
+                out.quoted.add(key)
         return out
 
 
@@ -180,6 +188,11 @@ def to_plain(value):
     if isinstance(value, list):
         return [to_plain(v) for v in value]
     return value
+
+
+def is_quoted(container, key) -> bool:
+    """Whether the value under `key` was written as a quoted scalar ('...' or "...")."""
+    return key in (getattr(container, "quoted", None) or ())
 
 
 def location_of(container, key, filename: str) -> Location:

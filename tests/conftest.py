@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kentino_expert.api import Expert, reset_default_expert
-from kentino_expert.decisions import DecisionLog
+from kentino_expert.decisions.connect import open_log
+from kentino_expert.expert import Expert, reset_default_expert
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"
@@ -51,7 +51,7 @@ def _postgres_or_skip() -> str:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def log(request, tmp_path):
     """A decision log on each backend; PostgreSQL only when KENTINO_TEST_PG_URL names a database."""
-    opened = DecisionLog.open(_postgres_or_skip() if request.param == "postgresql" else tmp_path / "decisions.db")
+    opened = open_log(_postgres_or_skip() if request.param == "postgresql" else tmp_path / "decisions.db")
     yield opened
     opened.close()
 

@@ -1,6 +1,7 @@
 """Reading the README's shell transcripts and replaying them in one bash session, as a person would type them."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import queue
@@ -204,10 +205,8 @@ class ShellSession:
         return without_broken_pipe("".join(out))
 
     def close(self):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGTERM)  # the session's background jobs (a server) too
-        except ProcessLookupError:
-            pass
         self._process.wait(timeout=30)
 
 
@@ -224,7 +223,7 @@ class DecisionIds:
     def as_in_readme(self, expected: str, printed: str) -> str:
         shown, got = DECISION_ID.findall(expected), DECISION_ID.findall(printed)
         if len(shown) == len(got):
-            for readme, actual in zip(shown, got):
+            for readme, actual in zip(shown, got, strict=True):
                 if readme not in self.actual_of and actual not in self.readme_of:
                     self.actual_of[readme], self.readme_of[actual] = actual, readme
         return DECISION_ID.sub(lambda m: self.readme_of.get(m.group(0), m.group(0)), printed)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kentino_expert.answercache import AnswerCache
-from kentino_expert.api import Expert
+from kentino_expert.answer.cache import AnswerCache
 from kentino_expert.errors import InputError
+from kentino_expert.expert import Expert
 
 FACTS = [
     {"task": "inference", "model": "llama-3.1-70b"},

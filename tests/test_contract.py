@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.api import Expert
-from kentino_expert.cli import main
-from kentino_expert.render import FORMATS
+from kentino_expert.answer.render import FORMATS
+from kentino_expert.cli.main import main
+from kentino_expert.expert import Expert
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERT = Expert()
@@ -55,7 +55,8 @@ def test_multi_node_summary_names_the_interconnect(link):
 def test_multi_node_peft_keeps_a_4bit_base(task, warning):
     """405B on 8 x RTX 5090 needs two nodes even as QLoRA: its frozen base stays INT4, and LoRA is switched to it."""
     answer = EXPERT.recommend({"task": task, "model": "llama-3.1-405b", "gpu": "rtx-5090"})
-    bf16_nodes = EXPERT.recommend({"task": "lora", "model": "llama-3.1-405b", "gpu": "rtx-5090"}).figures["training_nodes"].value
+    as_lora = EXPERT.recommend({"task": "lora", "model": "llama-3.1-405b", "gpu": "rtx-5090"})
+    bf16_nodes = as_lora.figures["training_nodes"].value
     rec = answer.recommendation
     assert rec.kind == "multi-node-ib" and 2 <= rec.nodes < bf16_nodes
     assert rec.precision == "int4"
@@ -126,7 +127,8 @@ class TestCli:
 
     def test_flow_style_yaml_is_read_as_yaml(self):
         """A one-line YAML flow mapping starts with '{' like JSON; it is read as YAML when it is not JSON."""
-        result = CliRunner().invoke(main, ["recommend", "-", "--format", "json"], input="{task: lora, model: llama-3.1-70b}\n")
+        result = CliRunner().invoke(main, ["recommend", "-", "--format", "json"],
+                                    input="{task: lora, model: llama-3.1-70b}\n")
         assert result.exit_code == 0, result.stderr
         answer = json.loads(result.stdout)
         assert answer["facts"]["model"] == "llama-3.1-70b" and answer["recommendation"]["kind"] == "single-node"
@@ -163,14 +165,15 @@ class TestCli:
         path.write_text(path.read_text().replace("    value: 405\n", "    value: 60\n"))
         facts = '{"task": "batch-inference", "model": "llama-3.1-70b"}'
         before = json.loads(run(["recommend", "-", "--format", "json"], facts).output)
-        after = json.loads(run(["recommend", "-", "--format", "json", "--rules", str(tmp_path / "rules")], facts).output)
+        after = json.loads(run(["recommend", "-", "--format", "json", "--rules", str(tmp_path / "rules")],
+                               facts).output)
         assert before["recommendation"]["kind"] == "single-node"
         assert after["recommendation"]["kind"] == "single-node-int4"
         assert before["ruleset"]["digest"] != after["ruleset"]["digest"]
 
 
 TASKS = ["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
-LINKS = sorted(l.id for l in KNOWLEDGE.links.values() if l.scope == "inter-node")
+LINKS = sorted(link.id for link in KNOWLEDGE.links.values() if link.scope == "inter-node")
 OPTIONAL = {
     "precision": st.sampled_from(["bf16", "fp8", "int4"]),
     "gpu": st.sampled_from(sorted(KNOWLEDGE.gpus)),
@@ -193,8 +196,10 @@ workloads = st.fixed_dictionaries({"task": st.sampled_from(TASKS)},
 # is bought in whole units (ceil(replicas / k) * k nodes), so a slightly bigger model with a bigger
 # unit can round to fewer nodes (k=2, 3 replicas -> 4 nodes; k=3, 3 replicas -> 3 nodes). That is the
 # honest answer, not a defect; with no throughput demand the property holds.
-SIZED_OPTIONAL = {k: v for k, v in OPTIONAL.items() if k not in ("qps", "tokens_per_s", "corpus_tokens", "deadline_days")}
-sized = st.fixed_dictionaries({"task": st.sampled_from(TASKS), "params_b": st.floats(0.5, 3000)}, optional=SIZED_OPTIONAL)
+SIZED_OPTIONAL = {k: v for k, v in OPTIONAL.items()
+                  if k not in ("qps", "tokens_per_s", "corpus_tokens", "deadline_days")}
+sized = st.fixed_dictionaries({"task": st.sampled_from(TASKS), "params_b": st.floats(0.5, 3000)},
+                              optional=SIZED_OPTIONAL)
 QUICK = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -224,7 +229,8 @@ class TestProperties:
     @QUICK
     @given(sized, st.floats(1.0, 4.0))
     def test_bigger_model_never_needs_less(self, facts, factor):
-        """All else equal, a model `factor` times bigger gets a harder kind of plan, or the same kind with no fewer nodes.
+        """All else equal, a model `factor` times bigger gets a harder kind of plan, or the same kind with no
+        fewer nodes.
 
         Node counts of different kinds are not comparable: DP replicas each hold the whole model, a
         TP x PP unit shares it, so the replicas of a smaller model can outnumber a bigger model's unit.

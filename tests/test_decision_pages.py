@@ -5,20 +5,21 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert import decisions as decisions_module
-from kentino_expert.decision_meta import encode_cursor
-from kentino_expert.decisions import MAX_HTTP_PAGE, MAX_PAGE, DecisionLog
+from kentino_expert.decisions import log as decisions_module
+from kentino_expert.decisions.connect import open_log
+from kentino_expert.decisions.log import MAX_HTTP_PAGE, MAX_PAGE
+from kentino_expert.decisions.meta import encode_cursor
+from kentino_expert.decisions.readers import ReaderPool
 from kentino_expert.errors import DecisionLogError, InputError, LogUnavailable
-from kentino_expert.readers import ReaderPool
 
 ANSWER = {"status": "final", "recommendation": {"kind": "single-node", "summary": "Buy one node."},
           "ruleset": {"digest": "d" * 64, "engine": "test"}}
-HOUR_AGO = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=1)
+HOUR_AGO = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 
 def _at(seconds: float) -> str:
@@ -38,7 +39,7 @@ def _rows(log, times, kind="single-node", prefix="r"):
 @pytest.fixture()
 def fresh(log_target):
     """An empty decision log on each backend."""
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         yield log
 
 
@@ -151,7 +152,7 @@ def _client(expert, log):
     pytest.importorskip("fastapi", reason="the HTTP service needs fastapi")
     from fastapi.testclient import TestClient
 
-    from kentino_expert.service import create_app
+    from kentino_expert.service.app import create_app
     return TestClient(create_app(expert_factory=lambda: expert, log=log), base_url="http://localhost",
                       raise_server_exceptions=False)
 
@@ -238,7 +239,7 @@ def test_read_connections_cannot_write(fresh):
 
 def test_reading_a_closed_log_is_an_error(log_target):
     """After close(), a read raises LogUnavailable rather than reopening the log."""
-    log = DecisionLog.open(log_target)
+    log = open_log(log_target)
     log.list()
     log.close()
     with pytest.raises(LogUnavailable, match="closed"):
@@ -261,15 +262,12 @@ def test_reader_pool_bounds_reads_and_drops_failed_connections():
         return made[-1]
 
     pool = ReaderPool(connect, "test.db", size=1, wait_seconds=0.01)
-    with pool.connection() as first:
-        with pytest.raises(LogUnavailable, match="too many reads"):
-            with pool.connection():
-                pass
+    with pool.connection() as first, pytest.raises(LogUnavailable, match="too many reads"), pool.connection():
+        pass
     with pool.connection() as again:
         assert again is first
-    with pytest.raises(RuntimeError):
-        with pool.connection():
-            raise RuntimeError("read failed")
+    with pytest.raises(RuntimeError), pool.connection():
+        raise RuntimeError("read failed")
     assert first.closed
     with pool.connection() as fresh_one:
         assert fresh_one is not first and len(made) == 2
@@ -300,7 +298,7 @@ def test_prune_refuses_a_future_or_unreadable_date(fresh, before, message):
 
 
 def _cli():
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.main import main as standalone
     return standalone
 
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from kentino_expert.decision_schema import SCHEMA_VERSION
-from kentino_expert.decisions import DecisionLog, sqlite_path
+from kentino_expert.decisions.connect import open_log, sqlite_path
+from kentino_expert.decisions.schema import SCHEMA_VERSION
 from kentino_expert.errors import DecisionLogError, InputError
 
 # The table as version 1 created it (kentino_expert/decisions.py before schema versions), copied here as
@@ -100,7 +100,7 @@ def test_a_version_1_table_is_migrated_with_its_rows(log_target):
     """A table as version 1 left it opens at the current version: every row survives, status and summary are
     filled from the stored answers, PostgreSQL's turn is BIGINT and created_at TIMESTAMPTZ."""
     _create_v1(log_target)
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         for decision_id, created, session, turn, kind, status, summary in V1_ROWS:
             row = log.get(decision_id)
             assert (row["created_at"], row["session_id"], row["turn"], row["kind"]) == (created, session, turn, kind)
@@ -125,7 +125,7 @@ def test_a_version_1_table_is_migrated_with_its_rows(log_target):
 
 def test_a_new_log_starts_at_the_current_version(log_target):
     """A log created now records the current schema version and has the new columns from the start."""
-    DecisionLog.open(log_target).close()
+    open_log(log_target).close()
     raw = Raw(log_target)
     try:
         assert _version(raw) == SCHEMA_VERSION and {"status", "summary"} <= set(_column_types(raw))
@@ -142,7 +142,7 @@ def test_replicas_opening_an_old_log_at_once_migrate_it_once(log_target):
     def open_one():
         start.wait()
         try:
-            opened.append(DecisionLog.open(log_target))
+            opened.append(open_log(log_target))
         except Exception as exc:  # noqa: BLE001 - any failure is what the test reports
             errors.append(exc)
 
@@ -154,7 +154,7 @@ def test_replicas_opening_an_old_log_at_once_migrate_it_once(log_target):
     assert not errors and len(opened) == 4, errors
     for log in opened:
         log.close()
-    with DecisionLog.open(log_target) as again:
+    with open_log(log_target) as again:
         assert len(again.list()) == len(V1_ROWS)
     raw = Raw(log_target)
     try:
@@ -167,7 +167,7 @@ def test_replicas_opening_an_old_log_at_once_migrate_it_once(log_target):
 
 def test_a_newer_schema_is_refused(log_target):
     """A log migrated by a newer kentino-expert is refused with a message naming both versions, not written to."""
-    DecisionLog.open(log_target).close()
+    open_log(log_target).close()
     raw = Raw(log_target)
     try:
         raw.run(f"PRAGMA user_version = {SCHEMA_VERSION + 1}" if raw.sqlite
@@ -175,20 +175,20 @@ def test_a_newer_schema_is_refused(log_target):
     finally:
         raw.close()
     with pytest.raises(DecisionLogError, match=f"schema version {SCHEMA_VERSION + 1}, newer .*upgrade"):
-        DecisionLog.open(log_target)
+        open_log(log_target)
 
 
 @pytest.mark.parametrize("turn", [2**31, 3_000_000_000, 2**63 - 1])
 def test_wide_turns_round_trip(log_target, turn):
     """Turns past 32 bits, up to 2**63-1, are stored and read back on both backends."""
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         decision_id = log.record({"task": "inference"}, _answer("single-node", "final", "s"), "http", "s", turn)
         assert log.get(decision_id)["turn"] == turn and log.list()[0]["turn"] == turn
 
 
 def test_times_read_back_as_iso_utc_text(log_target):
     """created_at reads back, on both backends, as ISO-8601 UTC with microseconds, the time record() took."""
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         log._insert_many([{"decision_id": "t" * 32, "created_at": "2025-03-01T00:00:00.000007+00:00",
                            "source": "cli", "facts": "{}", "answer": "{}", "kind": "k", "digest": "d", "engine": "e"}])
         assert log.get("t" * 32)["created_at"] == "2025-03-01T00:00:00.000007+00:00"
@@ -201,7 +201,7 @@ def test_times_read_back_as_iso_utc_text(log_target):
 def test_nul_in_facts_is_an_input_error_on_both_backends(log_target, facts, field):
     """A NUL character (which PostgreSQL's JSONB refuses) is an InputError naming the facts, on both backends;
     nothing is written and the log stays writable; a quoted backslash-u0000 (not a NUL) is stored."""
-    with DecisionLog.open(log_target) as log:
+    with open_log(log_target) as log:
         with pytest.raises(InputError) as info:
             log.record(facts, _answer("single-node", "final", "s"), "http")
         assert info.value.field == field and "NUL" in str(info.value)

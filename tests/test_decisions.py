@@ -5,16 +5,18 @@ import os
 import shutil
 import sqlite3
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from kentino_expert.api import Expert
-from kentino_expert.decisions import DecisionLog, decide, replay
+from kentino_expert.decisions.connect import open_log
 from kentino_expert.errors import DecisionLogError
+from kentino_expert.expert import Expert
 from kentino_expert.paths import bundled
+from kentino_expert.service.decide import decide
+from kentino_expert.service.replay import replay
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
@@ -35,7 +37,7 @@ def test_record_get_list(log, expert):
     created = datetime.fromisoformat(row["created_at"])
     assert created.tzinfo is not None and created.utcoffset() == timedelta(0)
     assert log.get("no-such-id") is None
-    recent = log.list(since=(datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat())
+    recent = log.list(since=(datetime.now(UTC) - timedelta(minutes=5)).isoformat())
     ids = [r["decision_id"] for r in recent]
     assert ids.index(second) < ids.index(first)
     kind = log.get(second)["kind"]
@@ -53,7 +55,7 @@ def test_bad_since_is_an_error(log):
 
 def test_sqlite_is_wal_with_full_sync(tmp_path):
     """The SQLite log runs in WAL mode with synchronous=FULL."""
-    log = DecisionLog.open(tmp_path / "wal.db")
+    log = open_log(tmp_path / "wal.db")
     assert log._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert log._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     log.close()
@@ -64,7 +66,7 @@ def test_sqlite_is_wal_with_full_sync(tmp_path):
 def test_default_path_from_env(tmp_path, monkeypatch):
     """Without a path the log opens $KENTINO_DB."""
     monkeypatch.setenv("KENTINO_DB", str(tmp_path / "env.db"))
-    with DecisionLog.open() as log:
+    with open_log() as log:
         assert log.url == str(tmp_path / "env.db")
     assert (tmp_path / "env.db").exists()
 
@@ -79,24 +81,24 @@ def test_read_only_path_is_an_error(tmp_path):
         locked.chmod(0o555)
         target = locked / "decisions.db"
     with pytest.raises(DecisionLogError, match="cannot open"):
-        DecisionLog.open(target)
+        open_log(target)
 
 
 def test_missing_directory_and_bad_urls(tmp_path):
     """A missing directory, an unknown URL scheme and an unreachable PostgreSQL are DecisionLogErrors."""
     with pytest.raises(DecisionLogError, match="does not exist"):
-        DecisionLog.open(tmp_path / "no" / "such" / "dir.db")
+        open_log(tmp_path / "no" / "such" / "dir.db")
     with pytest.raises(DecisionLogError, match="unsupported"):
-        DecisionLog.open("mysql://root@127.0.0.1/x")
+        open_log("mysql://root@127.0.0.1/x")
     pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3")
     with pytest.raises(DecisionLogError, match="cannot open") as info:
-        DecisionLog.open("postgresql://nobody:secret@127.0.0.1:1/none")
+        open_log("postgresql://nobody:secret@127.0.0.1:1/none")
     assert "secret" not in str(info.value)
 
 
 def test_full_disk_is_an_error(tmp_path, expert):
     """A write that does not fit (a full disk, simulated with max_page_count) raises and records nothing."""
-    log = DecisionLog.open(tmp_path / "full.db")
+    log = open_log(tmp_path / "full.db")
     log._conn.execute("PRAGMA max_page_count = 8")
     big = {**CHAT, "note": "x" * 100_000}
     with pytest.raises(DecisionLogError, match="not recorded"):
@@ -107,7 +109,7 @@ def test_full_disk_is_an_error(tmp_path, expert):
 
 def test_record_rejects_bad_source_and_closed_log(tmp_path, expert):
     """An unknown source and a closed log are DecisionLogErrors."""
-    log = DecisionLog.open(tmp_path / "closed.db")
+    log = open_log(tmp_path / "closed.db")
     with pytest.raises(DecisionLogError, match="source"):
         log.record(CHAT, expert.recommend(CHAT), "carrier-pigeon")
     log.close()
@@ -118,16 +120,17 @@ def test_record_rejects_bad_source_and_closed_log(tmp_path, expert):
 
 def test_decide_records_before_returning(tmp_path, expert):
     """decide() returns the id of a decision that is already committed (visible to another connection)."""
-    log = DecisionLog.open(tmp_path / "decide.db")
+    log = open_log(tmp_path / "decide.db")
     body = decide(expert, log, CHAT, "cli", session_id="x", turn=0)
     with sqlite3.connect(tmp_path / "decide.db") as other:
-        (count,) = other.execute("SELECT count(*) FROM decisions WHERE decision_id = ?", [body["decision_id"]]).fetchone()
-    assert count == 1 and body["status"] in ("final", "provisional")
+        (count,) = other.execute("SELECT count(*) FROM decisions WHERE decision_id = ?", [body.decision_id]).fetchone()
+    assert count == 1 and body.status in ("final", "provisional")
     log.close()
 
 
 def _edited_rules(tmp_path):
-    """A copy of the bundled rules with the 70B+ class moved out of reach (so 70B full fine-tuning decides otherwise)."""
+    """A copy of the bundled rules with the 70B+ class moved out of reach (so 70B full fine-tuning decides
+    otherwise)."""
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)
     path = rules / "parameters.yaml"
@@ -143,29 +146,31 @@ def test_replay_unchanged_and_changed(log, expert, tmp_path):
     decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
     decision = log.get(decision_id)
     same = replay(expert, decision)
-    assert same["unchanged"] and not same["digest_changed"] and same["rules_changed"] == []
+    assert same.unchanged and not same.digest_changed and same.rules_changed == []
+    assert list(same.report()) == ["decision_id", "old_digest", "new_digest", "digest_changed", "unchanged",
+                                   "changes", "rules_changed", "warnings_changed"]  # `--format json`, as documented
     edited = Expert(_edited_rules(tmp_path))
     try:
         other = replay(edited, decision)
     finally:
         edited.close()
-    assert not other["unchanged"] and other["digest_changed"]
-    assert other["old_digest"] == decision["digest"] and other["new_digest"] != decision["digest"]
-    assert other["rules_changed"] or other["changes"]
-    changed_rules = {r["rule"]: r["change"] for r in other["rules_changed"]}
+    assert not other.unchanged and other.digest_changed
+    assert other.old_digest == decision["digest"] and other.new_digest != decision["digest"]
+    assert other.rules_changed or other.changes
+    changed_rules = {r.rule: r.change for r in other.rules_changed}
     if "full-finetune-70b-plus-needs-ib-cluster" in changed_rules:
         assert changed_rules["full-finetune-70b-plus-needs-ib-cluster"] == "no longer fires"
 
 
 def _cli():
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.main import main as standalone
     return standalone
 
 
 def test_cli_decisions_list_show_replay(tmp_path, expert):
     """`decisions list/show/replay` read the log; replay exits 0 unchanged and 1 changed."""
     db = str(tmp_path / "cli.db")
-    with DecisionLog.open(db) as log:
+    with open_log(db) as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli", session_id="c1", turn=4)
     runner = CliRunner()
     listed = runner.invoke(_cli(), ["decisions", "list", "--db", db])
@@ -185,7 +190,7 @@ def test_cli_user_mistakes_exit_2(tmp_path):
     missing = runner.invoke(_cli(), ["decisions", "list", "--db", str(tmp_path / "none.db")])
     assert missing.exit_code == 2 and "no decision log" in missing.output and "Traceback" not in missing.output
     db = str(tmp_path / "empty.db")
-    DecisionLog.open(db).close()
+    open_log(db).close()
     unknown = runner.invoke(_cli(), ["decisions", "show", "nope", "--db", db])
     assert unknown.exit_code == 2 and "no decision 'nope'" in unknown.output
     since = runner.invoke(_cli(), ["decisions", "list", "--since", "soon", "--db", db])
@@ -207,7 +212,7 @@ def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, f
     """A session id with a surrogate or control character, or a turn outside 0..2**63-1, is an InputError
     naming the field; nothing is written and the log stays writable."""
     from kentino_expert.errors import InputError
-    log = DecisionLog.open(tmp_path / "meta.db")
+    log = open_log(tmp_path / "meta.db")
     with pytest.raises(InputError) as info:
         log.record({"task": "inference"}, _ANSWER, "http", session_id=session_id, turn=turn)
     assert info.value.field == field
@@ -218,7 +223,7 @@ def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, f
 
 def test_check_meta_accepts_what_it_should():
     """Integers and digit strings are turns; an integer session id is its digits; None is none."""
-    from kentino_expert.decisions import check_meta
+    from kentino_expert.decisions.meta import check_meta
     assert check_meta(None, None) == (None, None)
     assert check_meta(42, " 7 ") == ("42", 7)
     assert check_meta("chat-é-😀", 0) == ("chat-é-😀", 0)
@@ -228,7 +233,7 @@ def test_check_meta_accepts_what_it_should():
 def test_a_failed_insert_leaves_no_transaction_open(tmp_path, value):
     """A value SQLite cannot bind (OverflowError, UnicodeEncodeError) rolls the transaction back: the
     next write and the readiness probe still work."""
-    log = DecisionLog.open(tmp_path / "bind.db")
+    log = open_log(tmp_path / "bind.db")
     row = {"decision_id": "bad", "created_at": "2025-01-01T00:00:00+00:00", "session_id": "s", "turn": 1,
            "source": "http", "facts": "{}", "answer": "{}", "kind": "single-node", "digest": "d", "engine": "e"}
     row["turn" if isinstance(value, int) else "session_id"] = value
@@ -243,7 +248,7 @@ def test_a_failed_insert_leaves_no_transaction_open(tmp_path, value):
 def test_since_out_of_utc_range_is_an_error(tmp_path, since):
     """A since that exists in its own zone but not in UTC is a DecisionLogError, and one CLI error line."""
     db = tmp_path / "since.db"
-    with DecisionLog.open(db) as log, pytest.raises(DecisionLogError, match="ISO-8601"):
+    with open_log(db) as log, pytest.raises(DecisionLogError, match="ISO-8601"):
         log.list(since=since)
     result = CliRunner().invoke(_cli(), ["decisions", "list", "--since", since, "--db", str(db)])
     assert result.exit_code == 2 and result.output.startswith("error: ") and len(result.output.splitlines()) == 1
@@ -260,7 +265,7 @@ def test_cli_read_commands_refuse_a_missing_or_empty_log_in_url_form(tmp_path, e
             result = runner.invoke(_cli(), [*args, "--db", target])
             assert result.exit_code == 2 and "decision log" in result.output, (target, args, result.output)
     assert not missing.exists() and empty.stat().st_size == 0
-    with DecisionLog.open(tmp_path / "real.db") as log:
+    with open_log(tmp_path / "real.db") as log:
         log.record(CHAT, expert.recommend(CHAT), "cli")
     listed = runner.invoke(_cli(), ["decisions", "list", "--db", f"sqlite://{tmp_path / 'real.db'}"])
     assert listed.exit_code == 0 and "1 decision(s)" in listed.output
@@ -274,7 +279,7 @@ def test_postgres_url_password_is_masked_everywhere():
                 "postgresql://127.0.0.1:1/db?sslmode=disable&p%61ssword=hunter2",
                 "postgresql://127.0.0.1:1/db?password=hunter2%zz"):
         with pytest.raises(DecisionLogError, match="cannot open") as info:
-            DecisionLog.open(url)
+            open_log(url)
         assert "hunter2" not in str(info.value) and "\n" not in str(info.value), str(info.value)
     result = CliRunner().invoke(_cli(), ["decisions", "list", "--db", "postgresql://127.0.0.1:1/db?password=hunter2"])
     assert result.exit_code == 2 and "hunter2" not in result.output and len(result.output.splitlines()) == 1

@@ -7,15 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert import expr as ast
-from kentino_expert.api import Expert
-from kentino_expert.derive import derive
-from kentino_expert.durable_terms import encode, encode_value, translate
-from kentino_expert.engine import DurableEngine
+from kentino_expert.domain.derive import derive
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.engine.chaining import run_rules
+from kentino_expert.engine.durable.engine import DurableEngine
+from kentino_expert.engine.durable.terms import encode, encode_value, translate
+from kentino_expert.engine.reference import ReferenceEngine
 from kentino_expert.errors import EngineError, KentinoError
-from kentino_expert.facts import validate_facts
-from kentino_expert.inference import run_rules
-from kentino_expert.reference import ReferenceEngine
+from kentino_expert.expert import Expert
+from kentino_expert.lang.parser import parse
 
 EXPERT = Expert()
 KNOWLEDGE, RULESET = EXPERT.knowledge, EXPERT.ruleset
@@ -47,7 +47,7 @@ workloads = st.fixed_dictionaries(
 
 def _state(facts):
     try:
-        return derive(validate_facts(facts), KNOWLEDGE, RULESET).state()
+        return derive(validate_facts(facts), KNOWLEDGE, RULESET.fact_policies, RULESET.parameter_values).state()
     except KentinoError:
         return None  # e.g. an intra-node link id given as interconnect is still a valid catalog entry
 
@@ -149,7 +149,7 @@ class TestEngineSafety:
 
     def test_non_ascii_strings_compare_equal(self):
         """String constants and fact values are escaped the same way on both sides."""
-        node = ast.parse("model == 'ščť-model'")
+        node = parse("model == 'ščť-model'")
         term = translate(node)
         assert "\\u0161" in encode(term)
 
@@ -160,14 +160,14 @@ class TestShapes:
     @pytest.mark.parametrize("text", ["params_b + 1 > 3", "max(params_b, 2) > 3"])
     def test_refused(self, text):
         """Arithmetic on the left, or functions in a condition, have no durable-rules form."""
-        from kentino_expert.durable_terms import ShapeError
+        from kentino_expert.engine.durable.terms import ShapeError
         with pytest.raises(ShapeError):
-            translate(ast.parse(text))
+            translate(parse(text))
 
     def test_constant_comparisons_fold(self):
         """A comparison of two constants becomes always-true (dropped) or never-true."""
-        assert translate(ast.parse("3 > 2")) is None
-        assert translate(ast.parse("3 < 2")) == {"$nex": {"t": 1}}
+        assert translate(parse("3 > 2")) is None
+        assert translate(parse("3 < 2")) == {"$nex": {"t": 1}}
 
 
 class TestKindSubset:

@@ -1,5 +1,5 @@
 """durable-rules' structural limits, re-measured on the C core in a child process, against the model
-(kentino_expert.durable_net) that `rules check` and the engine's packing rely on: the model accepts a
+(kentino_expert.engine.durable.network) that `rules check` and the engine's packing rely on: the model accepts a
 shape at each limit, where the core runs it, and refuses it one step beyond, where the core hangs,
 crashes or fails."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kentino_expert import durable_net as net
+from kentino_expert.engine.durable import network as net
 
 HANG_SECONDS = 4  # a hard timeout on the shapes that hang the core: each runs in ~0.1 s when it does not
 

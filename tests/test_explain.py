@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kentino_expert.decisions import DecisionLog
-from kentino_expert.explain import explain_html, explain_markdown
+from kentino_expert.answer.explain import explain_html, explain_markdown
+from kentino_expert.decisions.connect import open_log
 
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
-    """The markdown has the kind, each fired rule with file:line, conditions with values, heuristic sentences, assumptions, why-not and digest."""
+    """The markdown has the kind, each fired rule with file:line, conditions with values, heuristic sentences,
+    assumptions, why-not and digest."""
     answer = expert.recommend(FINETUNE)
     text = explain_markdown(expert, answer)
     assert text.startswith(f"# Recommendation: {answer.recommendation.kind}")
@@ -45,7 +46,7 @@ def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
 
 def test_markdown_of_a_logged_decision_and_of_facts(expert, tmp_path):
     """A decision from the log explains with its id and source; plain facts explain without a log."""
-    with DecisionLog.open(tmp_path / "x.db") as log:
+    with open_log(tmp_path / "x.db") as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "mcp", session_id="s9", turn=2)
         text = explain_markdown(expert, log.get(decision_id))
     assert f"Decision `{decision_id}` via mcp" in text and "session `s9` turn 2" in text
@@ -71,9 +72,9 @@ def test_html_escapes_what_it_shows(expert):
 
 def test_cli_explain_formats(expert, tmp_path):
     """`explain ID` and `explain answer.json` print markdown or html; a missing file exits 2."""
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.main import main as standalone
     db = str(tmp_path / "cli.db")
-    with DecisionLog.open(db) as log:
+    with open_log(db) as log:
         decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli")
     runner = CliRunner()
     by_id = runner.invoke(standalone, ["explain", decision_id, "--db", db])
@@ -137,7 +138,8 @@ def _chromium(args, tmp_path):
     return subprocess.run(command, capture_output=True, text=True, timeout=90)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
 def test_html_renders_in_headless_chromium(expert, tmp_path):
     """Chromium renders the page to a non-trivial, many-coloured PNG, and its DOM holds the kind and the rule ids."""
     answer = expert.recommend(FINETUNE)
@@ -157,7 +159,7 @@ def test_html_renders_in_headless_chromium(expert, tmp_path):
 
 def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
     """Explained under a changed rule set, a decision shows its stored trace without today's conditions or why-not."""
-    from kentino_expert.api import Expert
+    from kentino_expert.expert import Expert
     from kentino_expert.paths import bundled
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)
@@ -166,7 +168,7 @@ def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
                                                  "workload_fraction_max:\n    value: 0.05"))
     other = Expert(rules)
     assert other.ruleset.digest != expert.ruleset.digest, "the edit must change the digest"
-    with DecisionLog.open(tmp_path / "x.db") as log:
+    with open_log(tmp_path / "x.db") as log:
         facts = {"task": "inference", "model": "llama-3.1-70b"}
         decision_id = log.record(facts, expert.recommend(facts), "cli")
         text = explain_markdown(other, log.get(decision_id))

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from kentino_expert.decisions import DecisionLog
+from kentino_expert.decisions.connect import open_log
+from kentino_expert.decisions.groupcommit import GroupCommit
 from kentino_expert.errors import DecisionLogError
-from kentino_expert.groupcommit import GroupCommit
 
 
 def _run_concurrently(count: int, target) -> list:
@@ -80,7 +80,7 @@ def test_an_unexpected_failure_acknowledges_nothing():
 
 def test_sqlite_log_under_threads_keeps_every_acknowledged_id(tmp_path):
     """32 threads recording at once into SQLite: every id returned is stored, each exactly once."""
-    log = DecisionLog.open(tmp_path / "decisions.db")
+    log = open_log(tmp_path / "decisions.db")
     answer = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}
     results = _run_concurrently(32, lambda i: log.record({"task": "inference", "n": i}, answer, "http"))
     ids = [value for status, value in results if status == "ok"]
@@ -91,9 +91,10 @@ def test_sqlite_log_under_threads_keeps_every_acknowledged_id(tmp_path):
 
 
 def test_sqlite_write_waits_for_another_process_lock(tmp_path):
-    """A record made while another connection holds the write lock waits for it, then commits; past the limit it fails cleanly."""
+    """A record made while another connection holds the write lock waits for it, then commits; past the limit it
+    fails cleanly."""
     import sqlite3
-    log = DecisionLog.open(tmp_path / "decisions.db")
+    log = open_log(tmp_path / "decisions.db")
     answer = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}
     other = sqlite3.connect(tmp_path / "decisions.db", isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # what a second worker process holds while it commits
@@ -118,7 +119,7 @@ def test_sqlite_write_waits_for_another_process_lock(tmp_path):
 
 def test_sqlite_bad_row_among_concurrent_rows_fails_alone(tmp_path):
     """Through the real SQLite log: an unbindable turn fails its own caller; the rest commit, the log stays writable."""
-    log = DecisionLog.open(tmp_path / "decisions.db")
+    log = open_log(tmp_path / "decisions.db")
     template = {"created_at": "2025-01-01T00:00:00+00:00", "session_id": "s", "source": "http", "facts": "{}",
                 "answer": "{}", "kind": "single-node", "digest": "d", "engine": "e"}
 

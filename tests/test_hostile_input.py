@@ -12,8 +12,14 @@ import pytest
 import yaml
 
 from kentino_expert import yamlsrc
+from kentino_expert.domain.workload import (
+    MAX_TOKEN_TEXT,
+    TOKEN_COUNT_SCHEMA,
+    parse_token_count,
+    read_facts,
+    validate_facts,
+)
 from kentino_expert.errors import InputError, printable
-from kentino_expert.facts import MAX_TOKEN_TEXT, TOKEN_COUNT_SCHEMA, parse_token_count, read_facts, validate_facts
 from kentino_expert.paths import bundled
 from kentino_expert.yamlsrc import MAX_DEPTH, MAX_EXPANDED, MAX_NODES, YamlSourceError, load_yaml
 
@@ -144,11 +150,11 @@ class TestPrintableErrors:
         pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
         from fastapi.testclient import TestClient
 
-        from kentino_expert.decisions import DecisionLog
-        from kentino_expert.service import create_app
+        from kentino_expert.decisions.connect import open_log
+        from kentino_expert.service.app import create_app
         bodies = [json.dumps({"task": "inference", "model": FORGED}),
                   '{"task": "inference", "a\\u001b\\n": 1, "a\\u001b\\n": 2}']
-        with DecisionLog.open(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
+        with open_log(tmp_path / "d.db") as log, TestClient(create_app(log=log), base_url="http://localhost") as client:
             for body in bodies:
                 response = client.post("/v1/recommend", content=body, headers={"content-type": "application/json"})
                 detail = response.json()["detail"][0]
@@ -214,7 +220,8 @@ class TestHugeIntegers:
         parameters.write_text(text.replace("    value: 0.70\n", f"    value: {HUGE_INT}\n", 1))
         result = run_cli("rules", "check", "--rules", rules_copy)
         assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert result.stdout.splitlines()[0].endswith("parameters.yaml:6:12: E001: an integer with more than 4300 digits")
+        first = result.stdout.splitlines()[0]
+        assert first.endswith("parameters.yaml:6:12: E001: an integer with more than 4300 digits")
         summary = result.stdout.splitlines()[1:]
         assert len(summary) == 1 and summary[0].startswith("1 error(s), 0 warning(s) (rules: ")
         served = run_cli("serve", "--rules", rules_copy, "--port", "0", "--db", rules_copy / "d.db")
@@ -260,10 +267,10 @@ class TestHugeIntegers:
         pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
         from fastapi.testclient import TestClient
 
-        from kentino_expert.api import Expert
-        from kentino_expert.decisions import DecisionLog
-        from kentino_expert.service import create_app
-        with DecisionLog.open(tmp_path / "d.db") as log, \
+        from kentino_expert.decisions.connect import open_log
+        from kentino_expert.expert import Expert
+        from kentino_expert.service.app import create_app
+        with open_log(tmp_path / "d.db") as log, \
                 TestClient(create_app(expert_factory=lambda: Expert(rules_copy), log=log, admin_token="admin"),
                            base_url="http://localhost", headers={"authorization": "Bearer admin"}) as client:
             parameters = rules_copy / "parameters.yaml"
@@ -298,8 +305,9 @@ class TestDocumentLimits:
         assert result.returncode == 2 and len(errors) == 1, result.stdout[-2000:]
         assert f"document too large: more than {MAX_NODES:,} values" in errors[0] and "alias" not in errors[0]
 
-    @pytest.mark.parametrize("text", ["a: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
-                                      "".join(" " * i + f"k{i}:\n" for i in range(MAX_DEPTH + 1)) + " " * 200 + "x: 1\n"])
+    @pytest.mark.parametrize("text", [
+        "a: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+        "".join(" " * i + f"k{i}:\n" for i in range(MAX_DEPTH + 1)) + " " * 200 + "x: 1\n"])
     def test_nesting(self, text):
         """Lists or mappings nested past the limit are named as nesting."""
         with pytest.raises(YamlSourceError, match=f"nests deeper than {MAX_DEPTH} levels"):
@@ -357,12 +365,11 @@ class TestDiffBase:
     @needs_git
     def test_removed_when_interrupted(self, tmp_path, monkeypatch):
         """The extracted base is removed when the block using it ends in KeyboardInterrupt."""
-        from kentino_expert.ruleset_diff import checkout_rules
+        from kentino_expert.authoring.rules_diff import checkout_rules
         monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-        with pytest.raises(KeyboardInterrupt):
-            with checkout_rules("HEAD", ROOT / "rules") as base:
-                assert (base / "parameters.yaml").is_file()
-                raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt), checkout_rules("HEAD", ROOT / "rules") as base:
+            assert (base / "parameters.yaml").is_file()
+            raise KeyboardInterrupt
         assert not base.exists() and list(tmp_path.iterdir()) == []
 
     @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx", reason="the live test drives the server wit
 pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 
 import hostile_rules as hostile  # noqa: E402
-from kentino_expert.benchgen import generated_rules_dir  # noqa: E402
+from benchmarks.benchgen import generated_rules_dir  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 
 if not hasattr(signal, "SIGHUP"):  # pragma: no cover
@@ -37,7 +37,8 @@ def _serve(tmp_path, rules, workers=1, **env):
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
          "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path), env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path),
+        env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -149,7 +150,7 @@ def test_sighup_with_two_workers_refuses_each_attack_in_both(tmp_path):
         for attack, refusal in _attacks(tmp_path / "attacks"):
             _swap_in(served, attack.directory)
             process.send_signal(signal.SIGHUP)
-            states = _both_workers(base, lambda state: refusal in (state["last_reload_error"] or ""))
+            states = _both_workers(base, lambda state, refusal=refusal: refusal in (state["last_reload_error"] or ""))
             assert all(state["digest"] == digest and state["generation"] == 1 for state in states.values())
             for _ in range(4):
                 _still_serving(base, digest)

@@ -12,18 +12,18 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import hostile_rules as hostile  # noqa: E402
-from kentino_expert.api import Expert  # noqa: E402
-from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.errors import RuleFileError  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 
 
 @pytest.fixture()
 def log(tmp_path):
-    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+    with open_log(tmp_path / "decisions.db") as opened:
         yield opened
 
 
@@ -91,7 +91,8 @@ def test_a_custom_factory_that_raises_anything_is_a_409(tmp_path, log):
 def test_a_reload_signalled_by_another_worker_runs_beside_the_requests(tmp_path):
     """Worker B sees worker A's reload mark: B's request is answered by its current rules at once while B
     tries the new set in a thread; a hostile set is then refused in B too, recorded in its state."""
-    from kentino_expert.service import ExpertHolder, _default_factory
+    from kentino_expert.service.app import _default_factory
+    from kentino_expert.service.holder import ExpertHolder
     served, mark = tmp_path / "rules", tmp_path / "reload-mark"
     shutil.copytree(bundled("rules"), served)
     mark.touch()

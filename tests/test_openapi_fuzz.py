@@ -9,20 +9,24 @@ pytest.importorskip("fastapi", reason="the OpenAPI fuzz test needs fastapi")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (content_type_conformance, ignored_auth,  # noqa: E402
-                                               response_headers_conformance, response_schema_conformance,
-                                               status_code_conformance, unsupported_method)
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    ignored_auth,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+    unsupported_method,
+)
 
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
-
+from kentino_expert.decisions.connect import open_log  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 READ_TOKEN = "fuzz-read-token"
 
 
 def _app(tmp_dir):
     """Both tokens configured; schemathesis calls the app as http://testserver."""
-    return create_app(log=DecisionLog.open(tmp_dir / "fuzz.db"), admin_token="fuzz-admin-token",
+    return create_app(log=open_log(tmp_dir / "fuzz.db"), admin_token="fuzz-admin-token",
                       read_token=READ_TOKEN, allowed_hosts=["testserver"])
 
 

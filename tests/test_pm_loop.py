@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.api import Expert
-from kentino_expert.checking import check_directory
-from kentino_expert.cli import main
-from kentino_expert.docs import write_docs
-from kentino_expert.schemas import facts_schema, rules_schema
+from kentino_expert.authoring.rule_pages import write_docs
+from kentino_expert.cli.main import main
+from kentino_expert.expert import Expert
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.ruleset.schemas import facts_schema, rules_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "rules"
@@ -71,7 +71,8 @@ class TestRulesCheck:
         assert "parameters.yaml: E003: parameter 'min_multi_nodes' is missing: the sizing uses it" in result.output
 
     def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
-        """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node figures."""
+        """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node
+        figures."""
         params = rules_copy / "parameters.yaml"
         text = params.read_text()
         start = text.index("  full_node_gpus:")
@@ -85,7 +86,8 @@ class TestRulesCheck:
 
     def test_every_problem_is_reported(self, rules_copy):
         """Five different mistakes in two files give five located diagnostics, not just the first."""
-        _edit(rules_copy / "fit.yaml", "weights_fraction_fp8 <= weights_fraction_max", "weights_fractoin_fp8 <= weights_fraction_max")
+        _edit(rules_copy / "fit.yaml", "weights_fraction_fp8 <= weights_fraction_max",
+              "weights_fractoin_fp8 <= weights_fraction_max")
         _edit(rules_copy / "fit.yaml", "heuristics: [H-CLIFF-405B]", "heuristics: [H-CLIF-405B]")
         _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    wen: gpu_nvlink == false")
         _edit(rules_copy / "advice.yaml", "- id: tight-headroom", "- id: operations-tax")
@@ -93,8 +95,10 @@ class TestRulesCheck:
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2
         out = result.output
-        line = next(i for i, row in enumerate((rules_copy / "fit.yaml").read_text().splitlines(), 1) if "weights_fractoin_fp8" in row)
-        assert re.search(rf"fit\.yaml:{line}:9: E102: unknown name 'weights_fractoin_fp8' \(did you mean 'weights_fraction_fp8'\?\)", out)
+        rows = (rules_copy / "fit.yaml").read_text().splitlines()
+        line = next(i for i, row in enumerate(rows, 1) if "weights_fractoin_fp8" in row)
+        assert re.search(rf"fit\.yaml:{line}:9: E102: unknown name 'weights_fractoin_fp8' "
+                         r"\(did you mean 'weights_fraction_fp8'\?\)", out)
         assert "E104: unknown heuristic 'H-CLIF-405B' (did you mean 'H-CLIFF-405B'?)" in out
         assert "E002: unknown key 'wen' in a rule (did you mean 'when'?)" in out
         assert "E105: rule id 'operations-tax' is already used" in out
@@ -102,8 +106,10 @@ class TestRulesCheck:
 
     def test_misspelt_precision_is_located_with_a_suggestion(self, rules_copy):
         """A recommend.precision outside bf16/fp8/int4 is an error at its column, with the closest precision."""
-        _edit(rules_copy / "flow.yaml", "recommend: {kind: single-node, precision: fp8, nodes: 1, tp: gpus_per_node}\n"
-              "    because: \"{params_b:g}B fits one", "recommend: {kind: single-node, precision: fp9, nodes: 1, tp: gpus_per_node}\n"
+        _edit(rules_copy / "flow.yaml",
+              "recommend: {kind: single-node, precision: fp8, nodes: 1, tp: gpus_per_node}\n"
+              "    because: \"{params_b:g}B fits one",
+              "recommend: {kind: single-node, precision: fp9, nodes: 1, tp: gpus_per_node}\n"
               "    because: \"{params_b:g}B fits one")
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2
@@ -123,7 +129,8 @@ class TestRulesCheck:
 
     def test_contradiction_unused_parameter_and_shadowing_are_warnings(self, rules_copy):
         """Dead rules, unused parameters and shadowed rules warn; --strict turns them into a failure."""
-        _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false", "    when: [gpu_nvlink == false, params_b > 5, params_b < 3]")
+        _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false",
+              "    when: [gpu_nvlink == false, params_b > 5, params_b < 3]")
         with (rules_copy / "parameters.yaml").open("a") as handle:
             handle.write("  forgotten_threshold:\n    value: 3\n")
         _edit(rules_copy / "flow.yaml", "      - task == 'batch-inference'\n      - fits_fp8\n",
@@ -132,7 +139,8 @@ class TestRulesCheck:
             "  - id: batch-runs-on-one-node", "  - id: batch-runs-on-one-node-shadowed"))
         (rules_copy / "zz-shadow.yaml").write_text(
             "rules:\n  - id: generic-batch\n    heuristics: [H-NS-BATCH]\n    priority: 1\n"
-            "    when: task == 'batch-inference'\n    then:\n      recommend: {kind: single-node, nodes: 1}\n    because: x\n")
+            "    when: task == 'batch-inference'\n    then:\n      recommend: {kind: single-node, nodes: 1}\n"
+            "    because: x\n")
         report = check_directory(rules_copy)
         codes = {d.code for d in report.diagnostics}
         assert {"W301", "W303", "W302"} <= codes
@@ -196,7 +204,8 @@ class TestScenarioRunner:
                         "  expect: {kind: frontier, warnings: [operations-tax]}\n")
         result = cli("test", path, "--no-coverage")
         assert result.exit_code == 1
-        assert "kind: expected frontier, got single-node (decided by lora-fits-one-node (rules/flow.yaml:" in result.output
+        assert ("kind: expected frontier, got single-node (decided by lora-fits-one-node (rules/flow.yaml:"
+                in result.output)
         assert "warnings: expected ['operations-tax']" in result.output
         assert result.output.strip().endswith("0 passed, 1 failed")
 
@@ -262,7 +271,8 @@ class TestDiff:
 
     def test_grid_sees_a_demand_threshold(self, rules_copy):
         """Raising hyperscale_qps changes which rule decides the grid's 150,000-QPS workloads (exit 1)."""
-        _edit(rules_copy / "parameters.yaml", "hyperscale_qps:\n    value: 100000", "hyperscale_qps:\n    value: 200000")
+        _edit(rules_copy / "parameters.yaml", "hyperscale_qps:\n    value: 100000",
+              "hyperscale_qps:\n    value: 200000")
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
         assert result.exit_code == 1
         changed = json.loads(result.output)["changed"]
@@ -310,8 +320,9 @@ class TestRulePages:
     """Rule pages are generated from the rule files and kept in the repo."""
 
     def test_rule_examples_scenarios_are_current(self):
-        """tests/scenarios/rule-examples.yaml equals `kentino-expert rules examples` (regenerate after editing rules)."""
-        from kentino_expert.docs import rule_examples_yaml
+        """tests/scenarios/rule-examples.yaml equals `kentino-expert rules examples` (regenerate after editing
+        rules)."""
+        from kentino_expert.authoring.rule_pages import rule_examples_yaml
         stored = (ROOT / "tests" / "scenarios" / "rule-examples.yaml").read_text()
         assert stored == rule_examples_yaml(Expert().ruleset)
 
@@ -329,7 +340,8 @@ class TestRulePages:
         assert not diff, f"{page} is stale (run `kentino-expert rules docs docs/rules`):\n{diff}"
 
     def test_page_content(self, tmp_path):
-        """A page names the heuristic's words, its conditions in plain language, parameters and an example that fires."""
+        """A page names the heuristic's words, its conditions in plain language, parameters and an example that
+        fires."""
         write_docs(Expert(), tmp_path)
         page = (tmp_path / "fp8-weights-leave-headroom.md").read_text()
         assert "weights should take 60-70% of VRAM" in page
@@ -345,7 +357,8 @@ class TestSchemas:
         """docs/schema/*.json equal what `kentino-expert schema` prints."""
         assert json.loads((ROOT / "docs/schema/rules.schema.json").read_text()) == rules_schema()
         expert = Expert()
-        assert json.loads((ROOT / "docs/schema/facts.schema.json").read_text()) == facts_schema(expert.ruleset, expert.knowledge)
+        written = json.loads((ROOT / "docs/schema/facts.schema.json").read_text())
+        assert written == facts_schema(expert.ruleset, expert.knowledge)
 
     def test_rule_files_validate_and_carry_the_schema_comment(self):
         """Every rule file starts with the yaml-language-server comment and validates against the schema."""
@@ -397,7 +410,8 @@ class TestPolicyLivesInYaml:
         (rules_copy / "l4.yaml").write_text(
             "rules:\n  - id: l4-is-for-inference\n    heuristics: [H-FIT-CAPACITY]\n    priority: 600\n"
             "    when:\n      - gpu == 'l4'\n      - task in ['lora', 'qlora', 'full-finetune', 'pretraining']\n"
-            "    then:\n      warn: {code: l4-training, message: \"L4 nodes hold {node_vram_gb:.0f} GB: train elsewhere.\"}\n"
+            "    then:\n      warn: {code: l4-training, "
+            "message: \"L4 nodes hold {node_vram_gb:.0f} GB: train elsewhere.\"}\n"
             "    because: \"{gpu} is an inference card.\"\n")
         answer = Expert(rules_copy).recommend({"task": "lora", "model": "llama-3.1-8b", "gpu": "l4"})
         warning = next(w for w in answer.warnings if w.code == "l4-training")

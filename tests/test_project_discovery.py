@@ -186,7 +186,7 @@ class TestEveryCommandNamesItsDirectories:
     def _run(self, *args):
         from click.testing import CliRunner
 
-        from kentino_expert.cli import main
+        from kentino_expert.cli.main import main
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
     @pytest.mark.parametrize("args", [["rules", "list"], ["rules", "examples"], ["schema", "facts"],

@@ -1,4 +1,4 @@
-"""Interval analysis (kentino_expert.ranges): names' ranges from the facts' bounds and the declared figure
+"""Interval analysis (kentino_expert.ruleset.ranges): names' ranges from the facts' bounds and the declared figure
 ranges, arithmetic proven finite or refused (E206) at the operation that may overflow."""
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import math
 import pytest
 
 import hostile_rules as hostile
-from kentino_expert import expr as ast
-from kentino_expert.checking import check_directory
-from kentino_expert.compiler import compile_ruleset
-from kentino_expert.derive import FIGURE_SPECS, NUMBER, derive
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.domain.derive import derive
+from kentino_expert.domain.figures import FIGURE_MAX, FIGURE_SPECS, figure_range
+from kentino_expert.domain.workload import validate_facts
 from kentino_expert.errors import EngineError
-from kentino_expert.facts import validate_facts
-from kentino_expert.knowledge import load_knowledge
+from kentino_expert.lang.fold import fold
+from kentino_expert.lang.intervals import Interval, Overflow, interval_of
+from kentino_expert.lang.parser import parse
+from kentino_expert.lang.valuetypes import NUMBER
 from kentino_expert.paths import bundled
-from kentino_expert.ranges import FIGURE_MAX, Interval, Overflow, Ranges, fact_range, figure_range, interval_of
-from kentino_expert.typecheck import fold
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.ruleset.compiler import compile_ruleset
+from kentino_expert.ruleset.ranges import Ranges, fact_range
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +29,12 @@ def ruleset():
 
 @pytest.fixture(scope="module")
 def ranges(ruleset):
-    from kentino_expert.compiler import _conclusions
-    return Ranges(ruleset.namespace, _conclusions([rule.source for rule in ruleset.rules]), ruleset.fact_policies)
+    from kentino_expert.ruleset.crosschecks import conclusions_of
+    return Ranges(ruleset.namespace, conclusions_of([rule.source for rule in ruleset.rules]), ruleset.fact_policies)
 
 
 def _value(text, ranges, params=None):
-    return interval_of(fold(ast.parse(text), params or {}), ranges)
+    return interval_of(fold(parse(text), params or {}), ranges)
 
 
 def test_fact_ranges_come_from_the_input_schema():
@@ -51,7 +54,7 @@ def test_a_default_outside_the_bounds_widens_the_range():
 
 
 def test_every_numeric_figure_has_a_declared_range():
-    """Each number figure of derive.FIGURE_SPECS has a range; counts the sizing makes at least 1 start at 1."""
+    """Each number figure of figures.FIGURE_SPECS has a range; counts the sizing makes at least 1 start at 1."""
     numbers = [name for name, spec in FIGURE_SPECS.items() if spec[0] == NUMBER]
     assert all(figure_range(name)[1] == FIGURE_MAX for name in numbers)
     assert figure_range("replicas_needed_fp8") == (1.0, FIGURE_MAX)
@@ -71,7 +74,7 @@ def test_every_numeric_figure_has_a_declared_range():
 def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, facts):
     """The largest and smallest facts give figures inside the declared ranges (derive would refuse them)."""
     knowledge = load_knowledge(bundled("knowledge"))
-    figures = derive(validate_facts(facts), knowledge, ruleset).figures
+    figures = derive(validate_facts(facts), knowledge, ruleset.fact_policies, ruleset.parameter_values).figures
     for name, figure in figures.items():
         if isinstance(figure.value, (int, float)) and not isinstance(figure.value, bool):
             low, high = figure_range(name)
@@ -80,7 +83,7 @@ def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, fa
 
 def test_a_figure_outside_its_declared_range_is_refused():
     """derive refuses a figure outside its range (the proof of `rules check` assumes the ranges)."""
-    from kentino_expert.derive import _checked
+    from kentino_expert.domain.figures import _checked
     assert _checked("replicas_needed_fp8", 3) == 3
     with pytest.raises(EngineError, match="replicas_needed_fp8 came out as 0, outside its declared range"):
         _checked("replicas_needed_fp8", 0)
@@ -90,7 +93,7 @@ def test_a_figure_outside_its_declared_range_is_refused():
 
 def test_overflow_is_blamed_on_the_innermost_operation(ranges):
     """`params_b * 1e308 * 1e308` overflows already at the first '*' (params_b reaches 1e5)."""
-    node = fold(ast.parse("params_b * 1e308 * 1e308"), {})
+    node = fold(parse("params_b * 1e308 * 1e308"), {})
     with pytest.raises(Overflow) as caught:
         interval_of(node, ranges)
     assert caught.value.node.pos == 9 and caught.value.interval.hi == math.inf

@@ -3,9 +3,23 @@ from __future__ import annotations
 
 import pytest
 
-from readme_transcripts import (CHAT_BOTS, PRODUCT_MANAGERS, RULE_LANGUAGE, AUDITORS, STANDALONE, Command,
-                                ShellSession, commands_of, fenced_blocks, free_port, missing_tool, normalised, replay,
-                                run_standalone, transcript_commands)
+from readme_transcripts import (
+    AUDITORS,
+    CHAT_BOTS,
+    PRODUCT_MANAGERS,
+    RULE_LANGUAGE,
+    STANDALONE,
+    Command,
+    ShellSession,
+    commands_of,
+    fenced_blocks,
+    free_port,
+    missing_tool,
+    normalised,
+    replay,
+    run_standalone,
+    transcript_commands,
+)
 
 
 class TestTranscriptReader:

@@ -1,9 +1,9 @@
 """Hostile input, concurrent evaluation and a long soak: refused cleanly or handled, never a crash."""
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
-import gc
 import subprocess
 import sys
 import threading
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kentino_expert.api import Expert
-from kentino_expert.derive import derive
+from kentino_expert.domain.derive import derive
+from kentino_expert.domain.workload import read_facts, validate_facts
+from kentino_expert.engine.chaining import run_rules
 from kentino_expert.errors import InputError
-from kentino_expert.facts import read_facts, validate_facts
-from kentino_expert.inference import run_rules
+from kentino_expert.expert import Expert
 
 EXPERT = Expert()
 VARIED = [
@@ -128,7 +128,8 @@ class TestConcurrency:
         serial = _answers(VARIED * 5)
         with multiprocessing.get_context("fork").Pool(4) as pool:
             for answers in pool.map(_process_answers, range(4)):
-                assert [json.loads(a)["recommendation"] for a in answers] == [json.loads(a)["recommendation"] for a in serial]
+                recommendations = [json.loads(a)["recommendation"] for a in answers]
+                assert recommendations == [json.loads(a)["recommendation"] for a in serial]
 
 
 class TestSoak:
@@ -136,7 +137,9 @@ class TestSoak:
 
     def test_hundred_thousand_evaluations(self):
         """Memory after 100,000 evaluations is within a few MB of memory after 10,000."""
-        states = [derive(validate_facts(w), EXPERT.knowledge, EXPERT.ruleset).state() for w in VARIED]
+        ruleset = EXPERT.ruleset
+        states = [derive(validate_facts(w), EXPERT.knowledge, ruleset.fact_policies, ruleset.parameter_values).state()
+                  for w in VARIED]
         expected = [[f.rule.id for f in run_rules(EXPERT.ruleset, s, EXPERT.engine)[0]] for s in states]
         rss = {}
         for index in range(100_000):
@@ -156,7 +159,7 @@ def test_a_what_if_probe_whose_arithmetic_fails_has_no_kind(error):
     does not validate; a bug of another type is not hidden."""
     from types import SimpleNamespace
 
-    from kentino_expert.questions import kind_for
+    from kentino_expert.answer.questions import kind_for
 
     def kind_of(facts):
         raise error

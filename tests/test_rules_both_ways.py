@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kentino_expert.api import Expert
+from kentino_expert.expert import Expert
 
 EXPERT = Expert()
 RULES = {rule.id: rule for rule in EXPERT.ruleset.rules}

@@ -11,10 +11,10 @@ import pytest
 
 import hostile_rules as hostile
 from kentino_expert import sandbox
-from kentino_expert.checking import check_directory
 from kentino_expert.errors import RuleFileError
 from kentino_expert.paths import bundled
-from kentino_expert.sandbox import Limits, trial_load, vet
+from kentino_expert.rulecheck import check_directory
+from kentino_expert.sandbox import Limits, check_in_sandbox, trial_load, vet
 
 
 def test_the_bundled_rules_pass_a_trial_load():
@@ -93,7 +93,7 @@ def test_the_sandboxed_check_reports_what_the_static_check_does(tmp_path):
     """In the sandbox, `rules check` finds the same diagnostics as in process (here the long `or`)."""
     rules = hostile.or_chain(tmp_path)
     inside = check_directory(rules.directory)
-    sandboxed = check_directory(rules.directory, sandbox=Limits())
+    sandboxed = check_in_sandbox(rules.directory, limits=Limits())
     assert [str(d) for d in sandboxed.diagnostics] == [str(d) for d in inside.diagnostics]
     assert [d.code for d in sandboxed.errors] == ["E202"]
 

@@ -13,13 +13,13 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from kentino_expert.api import Expert  # noqa: E402
-from kentino_expert.decisions import DecisionLog  # noqa: E402
+from kentino_expert.answer.questions import missing_facts, probe_values  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
+from kentino_expert.domain.vocabulary import KINDS  # noqa: E402
+from kentino_expert.domain.workload import validate_facts  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
-from kentino_expert.questions import missing_facts, probe_values  # noqa: E402
-from kentino_expert.facts import validate_facts  # noqa: E402
-from kentino_expert.rulefile import KINDS  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 
@@ -32,7 +32,7 @@ def local_client(app, **options) -> TestClient:
 @pytest.fixture()
 def log(tmp_path):
     """A fresh SQLite decision log in the test's directory."""
-    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+    with open_log(tmp_path / "decisions.db") as opened:
         yield opened
 
 
@@ -56,7 +56,8 @@ def complete_facts(expert, facts: dict) -> dict:
 
 
 def test_recommend_provisional_has_ranked_questions(client):
-    """A chat with facts missing gets a provisional answer whose questions are ranked by alternatives, then fact order."""
+    """A chat with facts missing gets a provisional answer whose questions are ranked by alternatives, then fact
+    order."""
     response = client.post("/v1/recommend", json=CHAT)
     assert response.status_code == 200
     body = response.json()
@@ -84,7 +85,8 @@ def test_recommend_final_when_nothing_is_missing(client):
 
 @pytest.mark.parametrize("throughput", [{"qps": 20}, {"tokens_per_s": 3000}])
 def test_one_throughput_fact_is_enough(throughput):
-    """Inference with either qps or tokens_per_s (the other derived or not needed) is final, and the other is not asked."""
+    """Inference with either qps or tokens_per_s (the other derived or not needed) is final, and the other is not
+    asked."""
     expert = Expert()
     facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 32, "context_tokens": 8192,
              "latency": "production", "tenancy": "single", **throughput}
@@ -95,7 +97,8 @@ def test_one_throughput_fact_is_enough(throughput):
 
 
 def test_why_not_prefers_a_rule_about_the_same_job(client):
-    """For 70B inference, multi-node-ib is explained by an inference rule, not by a fine-tuning one that needs another task."""
+    """For 70B inference, multi-node-ib is explained by an inference rule, not by a fine-tuning one that needs
+    another task."""
     body = client.post("/v1/recommend", json={"task": "inference", "model": "llama-3.1-70b"}).json()
     item = next(i for i in body["why_not"] if i["kind"] == "multi-node-ib")
     assert not any("task" in failing["values"] for failing in item["failing"]), item["text"]
@@ -187,10 +190,12 @@ def test_unknown_fact_suggests_the_name(client):
 
 
 HOSTILE = [b"", b"   ", b"null", b"[]", b"[1,2,3]", b'"inference"', b"42", b"true", b"{", b"\xff\xfe\x00",
-           b'{"task": NaN}', b'{"task": "inference", "params_b": Infinity}', b'{"task": "inference", "params_b": 1e999}',
+           b'{"task": NaN}', b'{"task": "inference", "params_b": Infinity}',
+           b'{"task": "inference", "params_b": 1e999}',
            b'{"task": "inference", "params_b": -1e999}', b'{"task": "inference", "concurrency": ' + b"9" * 5000 + b"}",
            b"[" * 100_000, b'{"a":' * 50_000, b'{"task": "inference", "task": "lora"}',
-           b'{"task": {"$ne": 1}}', b'{"task": "inference", "params_b": true}', b'{"task": "inference", "qps": "1e400"}',
+           b'{"task": {"$ne": 1}}', b'{"task": "inference", "params_b": true}',
+           b'{"task": "inference", "qps": "1e400"}',
            b'{"task": "inference", "training_tokens": "99999999999999999T"}', b'{"task": "\\u0000"}',
            b'{"task": "inference", "model": "' + b"a" * 100_000 + b'"}', b'{"task": "inference", "turn": 1e308}',
            b'{"task": "inference", "proposed_build": []}', b'{"task": "inference", "proposed_build": {"nodes": "x"}}',
@@ -209,18 +214,20 @@ def test_hostile_bodies_never_500(log, raw):
         assert response.json()["detail"][0]["message"]
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-                     max_leaves=12)
+_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(max_size=20))
+_JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=12), inner, max_size=4), max_leaves=12)
 _FACT_NAMES = st.sampled_from(["task", "model", "params_b", "precision", "gpu", "gpus_per_node", "concurrency",
                                "context_tokens", "qps", "tokens_per_s", "latency", "tenancy", "training_tokens",
-                               "corpus_tokens", "deadline_days", "proposed_build", "interconnect", "session_id", "turn"])
+                               "corpus_tokens", "deadline_days", "proposed_build", "interconnect", "session_id",
+                               "turn"])
 
 
 @pytest.fixture(scope="module")
 def fuzz_client(tmp_path_factory):
     """One client for all fuzz examples, not re-raising server errors (the test checks the status)."""
-    log = DecisionLog.open(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
+    log = open_log(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
     with local_client(create_app(log=log), raise_server_exceptions=False) as client:
         yield client
     log.close()
@@ -275,7 +282,7 @@ def test_health_ready_and_openapi(client):
 
 def test_readyz_fails_when_log_is_closed(tmp_path):
     """Readiness is 503 once the decision log cannot be written, and recommend refuses with 503."""
-    log = DecisionLog.open(tmp_path / "closing.db")
+    log = open_log(tmp_path / "closing.db")
     with local_client(create_app(log=log)) as client:
         log.close()
         assert client.get("/readyz").status_code == 503
@@ -334,7 +341,7 @@ def test_holder_snapshot_never_mixes_generations():
     import threading
     from types import SimpleNamespace
 
-    from kentino_expert.service import ExpertHolder
+    from kentino_expert.service.holder import ExpertHolder
 
     built = iter(range(10**6))
 
@@ -465,7 +472,7 @@ def test_serve_on_a_port_in_use_is_one_error_line(tmp_path):
 
     from click.testing import CliRunner
 
-    from kentino_expert.cli_service import standalone
+    from kentino_expert.cli.service import standalone
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)

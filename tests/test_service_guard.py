@@ -8,19 +8,25 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
-from kentino_expert.service_guard import (check_host_entry, default_allowed_hosts, host_allowed,  # noqa: E402
-                                          is_json_media_type, is_loopback)
+from kentino_expert.decisions.connect import open_log  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
+from kentino_expert.service.guard import (  # noqa: E402
+    check_host_entry,
+    default_allowed_hosts,
+    host_allowed,
+    is_json_media_type,
+    is_loopback,
+)
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
-LOG_READS = ["/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/explain", "/v1/decisions/{id}/explain?format=html"]
+LOG_READS = ["/v1/decisions", "/v1/decisions/{id}", "/v1/decisions/{id}/explain",
+             "/v1/decisions/{id}/explain?format=html"]
 
 
 @pytest.fixture()
 def log(tmp_path):
     """A fresh SQLite decision log holding nothing yet."""
-    with DecisionLog.open(tmp_path / "decisions.db") as opened:
+    with open_log(tmp_path / "decisions.db") as opened:
         yield opened
 
 
@@ -171,7 +177,8 @@ def test_json_media_types(value, ok):
     assert is_json_media_type(value) is ok
 
 
-@pytest.mark.parametrize("headers", [{"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"},
+@pytest.mark.parametrize("headers", [{"content-type": "text/plain"},
+                                     {"content-type": "application/x-www-form-urlencoded"},
                                      {}, {"content-type": "multipart/form-data; boundary=x"}])
 def test_recommend_takes_json_only(log, headers):
     """A body labelled as anything but JSON, or not labelled, is a 415 naming content-type, and nothing is logged."""

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -17,11 +17,11 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="the live tests drive the server with httpx")
 uvicorn = pytest.importorskip("uvicorn", reason="the live tests need uvicorn")
 
-from kentino_expert.answercache import AnswerCache  # noqa: E402
-from kentino_expert.api import Expert  # noqa: E402
-from kentino_expert.decisions import DecisionLog  # noqa: E402
-from kentino_expert.http_limits import HttpLimits, server_config  # noqa: E402
-from kentino_expert.service import create_app  # noqa: E402
+from kentino_expert.answer.cache import AnswerCache  # noqa: E402
+from kentino_expert.decisions.connect import open_log  # noqa: E402
+from kentino_expert.expert import Expert  # noqa: E402
+from kentino_expert.service.app import create_app  # noqa: E402
+from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 ATTACK_SECONDS = 30  # the hard limit on any one attack; the server's own timeouts here are 1 s
@@ -36,11 +36,9 @@ def _free_port() -> int:
 def _rss_mb(pid: int) -> float:
     total = 0.0
     for each in [pid] + _children(pid):
-        try:
+        with suppress(OSError, StopIteration):
             total += next(int(line.split()[1]) for line in Path(f"/proc/{each}/status").read_text().splitlines()
                           if line.startswith("VmRSS:")) / 1024
-        except (OSError, StopIteration):
-            pass
     return total
 
 
@@ -114,7 +112,7 @@ def _trickle(port: int, start: bytes, byte: bytes) -> tuple[bytes, float]:
         while time.monotonic() - began < ATTACK_SECONDS:
             try:
                 first = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 try:
                     sock.sendall(byte)
                 except OSError:  # closed by the server between two bytes
@@ -230,7 +228,7 @@ def test_a_slow_decision_does_not_hold_the_event_loop(tmp_path):
     expert = Expert()
     expert.answer_cache = cache = _BlockingCache()
     port = _free_port()
-    app = create_app(expert_factory=lambda: expert, log=DecisionLog.open(tmp_path / "slow.db"))
+    app = create_app(expert_factory=lambda: expert, log=open_log(tmp_path / "slow.db"))
     server = uvicorn.Server(server_config(app, HttpLimits(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

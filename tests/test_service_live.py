@@ -47,7 +47,7 @@ def _start(tmp_path, **env):
     port = _free_port()
     environment = {**os.environ, "KENTINO_DB": str(tmp_path / "live.db"), **env}
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "kentino_expert.service:app_from_env", "--factory", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
     return _when_ready(process, f"http://127.0.0.1:{port}", 30)
@@ -125,7 +125,7 @@ def test_sigkill_under_load_loses_no_acknowledged_decision(tmp_path):
     stored = {row[0]: row for row in rows}
     lost = [d for d in acked if d not in stored]
     assert not lost, f"{len(lost)} acknowledged decision(s) missing from the log"
-    for decision_id, created_at, source, facts, answer, kind, digest, engine, session_id, turn in rows:
+    for _, created_at, source, facts, answer, kind, digest, engine, session_id, turn in rows:
         assert created_at and source == "http" and engine and session_id.startswith("load-") and turn is not None
         answer = json.loads(answer)
         assert json.loads(facts)["task"] and answer["recommendation"]["kind"] == kind
@@ -191,7 +191,7 @@ def _decider(answer: dict) -> str:
 
 def _rule_sets_deciding_differently(tmp_path, facts):
     """(served rules dir, its parameters.yaml, the edited text, {digest: (deciding rule, recommendation)})."""
-    from kentino_expert.api import Expert
+    from kentino_expert.expert import Expert
     old_rules, new_rules = tmp_path / "old", tmp_path / "rules"
     shutil.copytree(bundled("rules"), old_rules)
     shutil.copytree(bundled("rules"), new_rules)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kentino_expert import sizing
-from kentino_expert.knowledge import load_knowledge
-from kentino_expert.scaling import calibrated_model, ring_factor
+from kentino_expert.domain import sizing
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.domain.scaling import calibrated_model, ring_factor
 
 K = load_knowledge(Path(__file__).resolve().parent.parent / "knowledge")
 C = K.sizing
@@ -80,7 +80,8 @@ class TestTrainingState:
         """6 x 70e9 x 15e12 = 6.3e24 FLOP; at 500 TFLOPS x 0.4 that is 6.3e24 / 2e14 / 2,592,000 s GPU-months."""
         flops = sizing.training_compute_flops(70, 15e12, 6)
         assert flops == pytest.approx(6.3e24)
-        assert sizing.gpu_months(flops, PRO, 0.4, 2_592_000) == pytest.approx(6.3e24 / (PRO.bf16_dense_tflops * 1e12 * 0.4) / 2_592_000)
+        expected = 6.3e24 / (PRO.bf16_dense_tflops * 1e12 * 0.4) / 2_592_000
+        assert sizing.gpu_months(flops, PRO, 0.4, 2_592_000) == pytest.approx(expected)
 
     def test_estimated_13b(self):
         """12 x L x h^2 = 13e9 with L = h / 128 gives h ~ 5,120 and 40 layers (the Llama 2 13B shape)."""
@@ -137,7 +138,8 @@ class TestScaling:
         if nodes < gpus:
             assert MODEL.tp_efficiency(gpus, nodes + 1, INTRA, faster) <= eff + 1e-12
         per_node = max(1, gpus // nodes)
-        assert MODEL.dp_efficiency(nodes, per_node, INTRA, faster) >= MODEL.tp_efficiency(nodes * per_node, nodes, INTRA, faster) - 1e-12
+        tp = MODEL.tp_efficiency(nodes * per_node, nodes, INTRA, faster)
+        assert MODEL.dp_efficiency(nodes, per_node, INTRA, faster) >= tp - 1e-12
         assert math.isfinite(MODEL.plan_efficiency(nodes, per_node, INTRA, faster))
 
 
@@ -145,17 +147,22 @@ class TestProposedBuildFigures:
     """The proposed_* figures describe the build the customer proposed, on its own card."""
 
     def test_proposed_gpu_sets_the_in_box_link(self):
-        """2 x 4 L40 (PCIe Gen4 P2P) proposed beside the default RTX Pro 6000 node: its TP figures use the L40's link."""
-        from kentino_expert.api import Expert
-        from kentino_expert.derive import derive
-        from kentino_expert.facts import validate_facts
+        """2 x 4 L40 (PCIe Gen4 P2P) proposed beside the default RTX Pro 6000 node: its TP figures use the L40's
+        link."""
+        from kentino_expert.domain.derive import derive
+        from kentino_expert.domain.workload import validate_facts
+        from kentino_expert.expert import Expert
         expert = Expert()
-        facts = {"task": "lora", "model": "llama-3.1-70b", "proposed_build": {"nodes": 2, "gpus_per_node": 4, "gpu": "l40"}}
-        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
+        facts = {"task": "lora", "model": "llama-3.1-70b",
+                 "proposed_build": {"nodes": 2, "gpus_per_node": 4, "gpu": "l40"}}
+        ruleset = expert.ruleset
+        workload = validate_facts(facts)
+        figures = derive(workload, expert.knowledge, ruleset.fact_policies, ruleset.parameter_values).figures
         gen4, hdr = K.link("pcie-gen4-p2p"), K.link("hdr-200g-ib")
         assert figures["gpu_memory_gb"].value == PRO.memory_gb  # the node itself is still the default card
         assert figures["proposed_tp_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 2, gen4, hdr), rel=1e-5)
-        assert figures["proposed_one_node_efficiency"].value == pytest.approx(MODEL.tp_efficiency(8, 1, gen4, None), rel=1e-5)
+        one_node = MODEL.tp_efficiency(8, 1, gen4, None)
+        assert figures["proposed_one_node_efficiency"].value == pytest.approx(one_node, rel=1e-5)
         assert figures["proposed_one_node_efficiency"].value < MODEL.tp_efficiency(8, 1, INTRA, None)
 
 
@@ -167,12 +174,15 @@ class TestTrainingCompute:
 
         Its technical report gives 2.788M H800 GPU-hours; 6 x 671B total x D would claim 42M.
         """
-        from kentino_expert.api import Expert
-        from kentino_expert.derive import derive
-        from kentino_expert.facts import validate_facts
+        from kentino_expert.domain.derive import derive
+        from kentino_expert.domain.workload import validate_facts
+        from kentino_expert.expert import Expert
         expert = Expert()
         facts = {"task": "pretraining", "model": "deepseek-v3", "training_tokens": 14.8e12, "gpu": "h100-sxm"}
-        figures = derive(validate_facts(facts), expert.knowledge, expert.ruleset).figures
-        assert figures["training_compute_zflop"].value == pytest.approx(6 * DSV3.active_b * 1e9 * 14.8e12 / 1e21, rel=1e-5)
+        ruleset = expert.ruleset
+        workload = validate_facts(facts)
+        figures = derive(workload, expert.knowledge, ruleset.fact_policies, ruleset.parameter_values).figures
+        zflop = 6 * DSV3.active_b * 1e9 * 14.8e12 / 1e21
+        assert figures["training_compute_zflop"].value == pytest.approx(zflop, rel=1e-5)
         gpu_hours = figures["training_gpu_months"].value * 720
         assert 1.5e6 < gpu_hours < 3.5e6

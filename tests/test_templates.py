@@ -1,9 +1,11 @@
 """Rule templates (`because`, `warn.message`): the fast path renders exactly as the general formatter."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kentino_expert.inference import _Formatter, render
+from kentino_expert.lang.templates import _Formatter
+from kentino_expert.lang.templates import render_template as render
 
 ENV = {"a": 1.2345, "b": "x", "n": 1312.14, "p": 0.31, "none": None, "i": 7}
 PIECES = ["{a}", "{a:.0%}", "{n:,.0f}", "{b}", "{b:>5}", "{missing}", "{none}", "{a:g}", "{{", "}}", "{", "}",

@@ -1,0 +1,1 @@
+"""The benchmark (`python -m benchmarks.bench` from a checkout); not part of the installed package."""

@@ -1,0 +1,287 @@
+"""Explanations of an answer or a logged decision, as Markdown and as one self-contained HTML page.
+
+Both show the answer; then each rule that fired, with its conditions as actual value vs threshold,
+the heuristics it encodes in the document's own words, its file:line; the assumptions; why the
+other kinds were not chosen; and the rule-set digest (and whether the current rules still match it).
+"""
+from __future__ import annotations
+
+import html
+from datetime import datetime
+
+from ..errors import KentinoError
+from ..lang.semantics import truth_of
+from .whynot import condition_values, describe_values, why_not
+
+
+def _normalise(expert, subject) -> tuple[dict, dict | None]:
+    """(answer dict, decision metadata or None) from an Answer, an answer dict, a decision or facts."""
+    if hasattr(subject, "model_dump"):
+        return subject.model_dump(mode="json"), None
+    if not isinstance(subject, dict):
+        raise TypeError(f"cannot explain a {type(subject).__name__}")
+    if isinstance(subject.get("answer"), dict):
+        meta = {k: subject.get(k) for k in ("decision_id", "created_at", "source", "session_id", "turn", "digest")}
+        return subject["answer"], meta
+    if "recommendation" in subject and "trace" in subject:
+        meta = {"decision_id": subject["decision_id"]} if subject.get("decision_id") else None
+        return subject, meta
+    return expert.recommend(subject).model_dump(mode="json"), None
+
+
+def build_report(expert, subject) -> dict:
+    """The structured content both renderers show."""
+    answer, meta = _normalise(expert, subject)
+    ruleset = expert.ruleset
+    digest = (answer.get("ruleset") or {}).get("digest")
+    # Under other rules, today's conditions and why-not would contradict the stored trace (a rule shown
+    # as fired whose condition "does not hold"): they are shown only for the rule set that decided.
+    same_rules = digest == ruleset.digest
+    steps = [_report_step(expert, step, same_rules) for step in answer.get("trace", [])]
+    not_chosen, why_not_error = _report_why_not(expert, answer, meta, same_rules)
+    return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen,
+            "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
+            "current_digest": ruleset.digest, "digest_matches": same_rules, "current_rules": str(expert.rules_dir)}
+
+
+def _report_step(expert, step: dict, same_rules: bool) -> dict:
+    """One fired rule: its conditions as actual vs threshold (only under the deciding rule set)."""
+    ruleset, heuristics = expert.ruleset, expert.knowledge.heuristics
+    rule = ruleset.by_id.get(step["rule"])
+    matched = step.get("matched") or {}
+    params = ruleset.parameter_values
+    env = {**params, **matched}
+    conditions = []
+    for condition in (rule.source.when if rule is not None and same_rules else ()):
+        actual, thresholds = condition_values(condition.node, matched, params)
+        conditions.append({"text": condition.text, "holds": truth_of(condition.node, env),
+                           "actual": actual, "thresholds": thresholds, "values": describe_values(actual, thresholds)})
+    return {
+        "step": step["step"], "rule": step["rule"], "file": step["file"], "line": step["line"],
+        "description": rule.description if rule else "", "because": step.get("because", ""),
+        "in_current_rules": rule is not None, "conditions": conditions, "concluded": step.get("concluded", {}),
+        "heuristics": [{"id": hid, "section": heuristics.get(hid, {}).get("section", ""),
+                        "text": heuristics.get(hid, {}).get("text", "(not in the current knowledge catalog)")}
+                       for hid in step.get("heuristics", [])],
+    }
+
+
+def _report_why_not(expert, answer: dict, meta: dict | None, same_rules: bool) -> tuple[list, str | None]:
+    """(why-not items, why they are not shown or None)."""
+    if not same_rules:
+        decision_id = meta.get("decision_id") if meta else None
+        replay = f"kentino-expert decisions replay {decision_id or 'ID'}"
+        return [], (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
+                    f"`{replay}` re-evaluates it with the current rules")
+    try:
+        return [item.model_dump(mode="json") for item in why_not(expert, answer)], None
+    except KentinoError as exc:
+        return [], str(exc)
+
+
+def _plan_rows(rec: dict) -> list[tuple[str, str]]:
+    par = rec.get("parallelism") or {}
+    rows = [("nodes", rec.get("nodes")), ("GPUs per node", rec.get("gpus_per_node")), ("GPU", rec.get("gpu")),
+            ("precision", rec.get("precision")), ("replicas", rec.get("replicas")), ("TP", par.get("tp")),
+            ("PP", par.get("pp")), ("DP", par.get("dp")), ("interconnect", rec.get("interconnect"))]
+    return [(name, str(value)) for name, value in rows if value is not None]
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _decision_line(meta: dict | None) -> str | None:
+    if not meta or not meta.get("decision_id"):
+        return None
+    parts = [f"Decision `{meta['decision_id']}`"]
+    if meta.get("source"):
+        parts.append(f"via {meta['source']}")
+    if meta.get("created_at"):
+        parts.append(f"at {meta['created_at']}")
+    if meta.get("session_id"):
+        turn = f" turn {meta['turn']}" if meta.get("turn") is not None else ""
+        parts.append(f"session `{meta['session_id']}`{turn}")
+    return " ".join(parts)
+
+
+def explain_markdown(expert, answer_dict_or_decision) -> str:
+    """A Markdown explanation of an answer (Answer or dict), a logged decision, or facts."""
+    report = build_report(expert, answer_dict_or_decision)
+    answer, rec = report["answer"], report["answer"]["recommendation"]
+    out = [f"# Recommendation: {rec['kind']}", ""]
+    line = _decision_line(report["decision"])
+    if line:
+        out += [line, ""]
+    out += [f"**Status:** {answer.get('status')}", "", rec.get("summary", ""), "", "| plan | value |", "|---|---|"]
+    out += [f"| {name} | {_cell(value)} |" for name, value in _plan_rows(rec)]
+    out.append("")
+    if answer.get("warnings"):
+        out += ["## Warnings", ""]
+        out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
+                for w in answer["warnings"]]
+        out.append("")
+    out += ["## Why: the rules that fired", ""]
+    for step in report["steps"]:
+        out += _markdown_step(step)
+    return "\n".join(out + _markdown_tail(report)) + "\n"
+
+
+def _markdown_step(step: dict) -> list[str]:
+    out = [f"### {step['step']}. `{step['rule']}` ({step['file']}:{step['line']})", ""]
+    if step["description"]:
+        out += [f"*{step['description']}*", ""]
+    if step["because"]:
+        out += [f"Because: {step['because']}", ""]
+    if not step["in_current_rules"]:
+        out += ["(This rule is not in the current rule set; its conditions cannot be shown.)", ""]
+    if step["conditions"]:
+        out += ["| condition | holds | actual vs threshold |", "|---|---|---|"]
+        out += [f"| `{_cell(c['text'])}` | {'yes' if c['holds'] else 'no'} | {_cell(c['values']) or '-'} |"
+                for c in step["conditions"]]
+        out.append("")
+    for h in step["heuristics"]:
+        section = f" ({h['section']})" if h["section"] else ""
+        out += [f"> **{h['id']}**{section}: {h['text']}", ">"]
+    if step["heuristics"]:
+        out[-1] = ""
+    return out
+
+
+def _markdown_tail(report: dict) -> list[str]:
+    """Assumptions, why not, and the rule set."""
+    answer, out = report["answer"], []
+    if answer.get("assumptions"):
+        out += ["## Assumptions", ""]
+        out += [f"- `{a['fact']}` = {a['value']}: {a['why']}" for a in answer["assumptions"]]
+        out.append("")
+    out += ["## Why not the other kinds", ""]
+    if report["why_not_error"]:
+        out += [f"(not shown: {report['why_not_error']})", ""]
+    out += [f"- **{item['kind']}**: {item['text']}" for item in report["why_not"]]
+    out += ["", "## Rule set", "", f"- digest: `{report['digest']}`", f"- engine: {report['engine']}"]
+    if report["digest_matches"]:
+        out.append("- the current rule set has the same digest")
+    else:
+        out.append(f"- the current rule set differs: `{report['current_digest']}` (so the conditions and the "
+                   "why-not, which only the deciding rule set can show truly, are left out)")
+    out.append(f"- the current rules: `{report['current_rules']}`")
+    return out
+
+
+_CSS = """
+:root { color-scheme: light; }
+body { font: 15px/1.5 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif; color: #1d2433;
+       background: #f4f6fa; margin: 0; }
+main { max-width: 1040px; margin: 0 auto; padding: 24px 28px 48px; }
+header.answer { background: #16324f; color: #fff; border-radius: 10px; padding: 20px 24px; }
+header.answer h1 { margin: 0 0 6px; font-size: 26px; }
+header.answer .kind { background: #f2b632; color: #16324f; border-radius: 6px; padding: 1px 10px; }
+header.answer p { margin: 6px 0; }
+.status { display: inline-block; border-radius: 999px; padding: 1px 12px; font-size: 13px; font-weight: 600; }
+.status.final { background: #c9f2d4; color: #0f5b26; } .status.provisional { background: #ffe4b3; color: #7a4b00; }
+section { background: #fff; border: 1px solid #dde3ec; border-radius: 10px; padding: 16px 22px; margin-top: 18px; }
+h2 { font-size: 19px; margin: 0 0 10px; color: #16324f; }
+h3 { font-size: 16px; margin: 0 0 4px; } h3 code { font-size: 15px; }
+table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
+th, td { text-align: left; border-bottom: 1px solid #e6eaf0; padding: 5px 8px; vertical-align: top; }
+th { background: #eef2f7; }
+code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #eef2f7; border-radius: 4px;
+       padding: 0 4px; }
+.decision code { background: rgba(255,255,255,0.15); color: inherit; }
+.rule { border-left: 4px solid #3d7bd9; padding: 10px 14px; margin: 12px 0; background: #fbfcfe; border-radius: 6px; }
+.where { color: #5b6677; font-size: 13px; }
+.yes { color: #0f7a34; font-weight: 600; } .no { color: #b3261e; font-weight: 600; }
+blockquote { margin: 8px 0; padding: 6px 12px; border-left: 3px solid #f2b632; background: #fff9ea; }
+blockquote .hid { font-weight: 700; }
+ul.whynot li, ul.assumptions li, ul.warnings li { margin: 4px 0; }
+.warnings li { color: #7a4b00; }
+footer { color: #5b6677; font-size: 13px; margin-top: 18px; word-break: break-all; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def explain_html(expert, answer_dict_or_decision) -> str:
+    """The same explanation as one self-contained HTML page (inline CSS, no scripts, no network)."""
+    report = build_report(expert, answer_dict_or_decision)
+    answer, rec = report["answer"], report["answer"]["recommendation"]
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>Kentino recommendation: {_e(rec['kind'])}</title><style>{_CSS}</style></head><body><main>"]
+    parts += _html_header(answer, report["decision"])
+    parts.append('<section class="plan"><h2>Plan</h2><table><tr>'
+                 + "".join(f"<th>{_e(name)}</th>" for name, _ in _plan_rows(rec)) + "</tr><tr>"
+                 + "".join(f"<td>{_e(value)}</td>" for _, value in _plan_rows(rec)) + "</tr></table></section>")
+    if answer.get("warnings"):
+        parts.append('<section><h2>Warnings</h2><ul class="warnings">')
+        parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "
+                  f"<code>{_e(w['rule'])}</code>): {_e(w['message'])}</li>" for w in answer["warnings"]]
+        parts.append("</ul></section>")
+    parts.append('<section class="trace"><h2>Why: the rules that fired</h2>')
+    for step in report["steps"]:
+        parts += _html_step(step)
+    parts.append("</section>")
+    parts += _html_tail(report)
+    return "\n".join(parts) + "\n"
+
+
+def _html_header(answer: dict, meta: dict | None) -> list[str]:
+    rec, status = answer["recommendation"], answer.get("status") or "final"
+    parts = [f'<header class="answer"><h1>Recommendation: <span class="kind" id="kind">{_e(rec["kind"])}</span></h1>',
+             f'<p><span class="status {_e(status)}">{_e(status)}</span></p><p>{_e(rec.get("summary"))}</p>']
+    if meta and meta.get("decision_id"):
+        parts.append(f'<p class="decision">Decision <code>{_e(meta["decision_id"])}</code>'
+                     + (f" via {_e(meta.get('source'))}" if meta.get("source") else "")
+                     + (f" at {_e(meta.get('created_at'))}" if meta.get("created_at") else "")
+                     + (f", session <code>{_e(meta.get('session_id'))}</code>" if meta.get("session_id") else "")
+                     + (f" turn {_e(meta.get('turn'))}" if meta.get("turn") is not None else "") + "</p>")
+    parts.append("</header>")
+    return parts
+
+
+def _html_step(step: dict) -> list[str]:
+    parts = [f'<div class="rule" id="rule-{_e(step["rule"])}" data-rule="{_e(step["rule"])}">'
+             f'<h3>{step["step"]}. <code>{_e(step["rule"])}</code></h3>'
+             f'<div class="where">{_e(step["file"])}:{_e(step["line"])}</div>']
+    if step["description"]:
+        parts.append(f"<p><em>{_e(step['description'])}</em></p>")
+    if step["because"]:
+        parts.append(f"<p>Because: {_e(step['because'])}</p>")
+    if not step["in_current_rules"]:
+        parts.append("<p>This rule is not in the current rule set; its conditions cannot be shown.</p>")
+    if step["conditions"]:
+        parts.append("<table><tr><th>condition</th><th>holds</th><th>actual vs threshold</th></tr>")
+        parts += [f"<tr><td><code>{_e(c['text'])}</code></td>"
+                  f"<td class=\"{'yes' if c['holds'] else 'no'}\">{'yes' if c['holds'] else 'no'}</td>"
+                  f"<td>{_e(c['values']) or '-'}</td></tr>" for c in step["conditions"]]
+        parts.append("</table>")
+    for h in step["heuristics"]:
+        section = f" ({_e(h['section'])})" if h["section"] else ""
+        parts.append(f'<blockquote><span class="hid">{_e(h["id"])}</span>{section}: {_e(h["text"])}</blockquote>')
+    parts.append("</div>")
+    return parts
+
+
+def _html_tail(report: dict) -> list[str]:
+    """Assumptions, why not, and the footer with the rule set."""
+    answer, parts = report["answer"], []
+    if answer.get("assumptions"):
+        parts.append('<section><h2>Assumptions</h2><ul class="assumptions">')
+        parts += [f"<li><code>{_e(a['fact'])}</code> = {_e(a['value'])}: {_e(a['why'])}</li>"
+                  for a in answer["assumptions"]]
+        parts.append("</ul></section>")
+    parts.append('<section><h2>Why not the other kinds</h2><ul class="whynot">')
+    if report["why_not_error"]:
+        parts.append(f"<li>not shown: {_e(report['why_not_error'])}</li>")
+    parts += [f"<li><strong>{_e(item['kind'])}</strong>: {_e(item['text'])}</li>" for item in report["why_not"]]
+    parts.append("</ul></section>")
+    same = ("the current rule set has the same digest" if report["digest_matches"]
+            else f"the current rule set differs: {_e(report['current_digest'])}")
+    parts.append(f'<footer>Rule set digest <code>{_e(report["digest"])}</code> ({_e(report["engine"])}); {same} '
+                 f'(the current rules: <code>{_e(report["current_rules"])}</code>). '
+                 f"Generated {_e(datetime.now().astimezone().isoformat(timespec='seconds'))}.</footer>")
+    parts.append("</main></body></html>")
+    return parts

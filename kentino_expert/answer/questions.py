@@ -1,0 +1,125 @@
+"""The facts still worth asking for: missing, relevant to the task, with the question to ask, ranked by what-if.
+
+`missing_facts` lists the unknown facts that matter for the task (an answer is provisional while any
+is unknown). `rank_questions` re-runs the rules with a few probe values of each missing fact
+(knowledge/probes.yaml; enumerated facts are probed with every value) and ranks the questions by
+how many other kinds of recommendation the answer could lead to.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+from ..domain.state import FACT_TYPES
+from ..domain.vocabulary import KINDS
+from ..domain.workload import Workload, validate_facts
+from ..errors import KentinoError
+from ..lang.valuetypes import is_enum
+from ..paths import bundled
+from .model import Probe, Question
+
+PROBES_FILE = "probes.yaml"
+
+
+def missing_facts(workload: Workload, ruleset) -> list[str]:
+    """Facts relevant to the workload's task that the caller has not given."""
+    known = workload.known()
+    if "proposed_build" in known:
+        known["proposed_nodes"] = True
+    missing = []
+    for name, policy in ruleset.fact_policies.items():
+        if name in known or not policy.tasks or workload.task not in policy.tasks:
+            continue
+        if any(other in known for other in policy.answered_by):
+            continue
+        missing.append(name)
+    return missing
+
+
+@functools.lru_cache(maxsize=8)
+def _load_probe_file(path: str) -> dict:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    probes = data.get("probes") if isinstance(data, dict) else None
+    if not isinstance(probes, dict):
+        return {}
+    return {str(name): tuple(values) for name, values in probes.items() if isinstance(values, list)}
+
+
+def probe_table(expert=None) -> dict:
+    """Probe values per fact: the expert's knowledge dir's probes.yaml, else the bundled one."""
+    candidates = []
+    own = expert.knowledge_dir if expert is not None else None
+    if own:
+        candidates.append(Path(own) / PROBES_FILE)
+    candidates.append(bundled("knowledge") / PROBES_FILE)
+    for path in candidates:
+        if path.is_file():
+            table = _load_probe_file(str(path))
+            if table:
+                return table
+    return {}
+
+
+def probe_values(expert, fact: str) -> tuple:
+    """The values a what-if question about `fact` is probed with (may be empty)."""
+    kind = FACT_TYPES.get(fact)
+    if is_enum(kind):
+        return tuple(kind[1])
+    table = probe_table(expert)
+    if fact in table:
+        return table[fact]
+    knowledge = expert.knowledge
+    if fact == "model":  # a small, a medium and a large catalog model
+        models = sorted(knowledge.models.values(), key=lambda m: m.params_b)
+        if not models:
+            return ()
+        picks = [models[0], models[len(models) // 2], models[-1]]
+        return tuple(dict.fromkeys(m.id for m in picks))
+    if fact == "gpu":
+        return tuple(g.id for g in knowledge.gpus.values() if g.kentino_ships)
+    if fact == "interconnect":
+        return tuple(link.id for link in knowledge.links.values() if link.scope == "inter-node")
+    return ()
+
+
+def kind_for(expert, facts) -> str | None:
+    """The recommendation kind the rules reach for `facts`, or None when the facts do not validate
+    or the arithmetic fails on them."""
+    try:
+        return expert.kind_of(facts)
+    except (KentinoError, ArithmeticError, ValueError):
+        # a probe value the caller never gave (e.g. deadline_days next to a huge corpus) must not
+        # refuse the caller's own facts: that probe is skipped
+        return None
+
+
+def rank_questions(expert, workload, current_kind: str | None = None) -> list[Question]:
+    """Missing facts ranked by how many other recommendation kinds their answer could lead to; ties keep
+    the order of rules/facts.yaml."""
+    workload = workload if isinstance(workload, Workload) else validate_facts(workload)
+    ruleset = expert.ruleset
+    if current_kind is None:
+        current_kind = kind_for(expert, workload)
+    known = workload.known()
+    items = []
+    for order, fact in enumerate(missing_facts(workload, ruleset)):
+        probes, reached = [], set()
+        for value in probe_values(expert, fact):
+            kind = kind_for(expert, {**known, fact: value})
+            if kind is None:
+                continue
+            probes.append(Probe(value=value, kind=kind))
+            reached.add(kind)
+        could = [k for k in KINDS if k in reached]
+        alternatives = [k for k in could if k != current_kind]
+        policy = ruleset.fact_policies.get(fact)
+        items.append((-len(alternatives), order, Question(
+            fact=fact, ask=policy.ask if policy else "", could_lead_to=could, current_kind=current_kind,
+            alternatives=alternatives, probes=probes)))
+    items.sort(key=lambda item: (item[0], item[1]))
+    return [item for _, _, item in items]

@@ -1,0 +1,1 @@
+"""Tools for rule authors: scenario tests, rule-change impact, rule pages."""

@@ -1,0 +1,148 @@
+"""Impact of a rule change: evaluate the same workloads under two rule sets and list what changed."""
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..domain.vocabulary import INFERENCE_TASKS, TASKS
+from ..errors import InputError, KentinoError, Location
+from .scenarios import Scenario
+
+GRID_MODELS = ("llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")
+GRID_CARDS = ("rtx-pro-6000", "rtx-5090", "l40", "l4")
+GRID_CONCURRENCY = (8, 64, 256)
+# multi-tenant demand for inference (at 64 concurrent requests): a moderate and a hyperscale load,
+# so that throughput and hyperscale thresholds move answers on the grid too
+GRID_DEMAND = ({"tenancy": "multi", "qps": 150}, {"tenancy": "multi", "qps": 150_000})
+
+
+@dataclass(frozen=True)
+class Change:
+    """One workload whose answer differs between the base and the new rule set."""
+
+    name: str
+    old: tuple | str
+    new: tuple | str
+    rules_changed: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"scenario": self.name, "old": _show(self.old), "new": _show(self.new),
+                "rules_changed": list(self.rules_changed)}
+
+
+def _show(answer) -> str:
+    if isinstance(answer, str):
+        return answer
+    kind, nodes, precision = answer
+    return f"{kind}/{nodes}/{precision}"
+
+
+def grid_scenarios() -> list[Scenario]:
+    """Tasks x model sizes x cards x concurrency (and multi-tenant demand for inference): the default
+    workload set of `rules diff`."""
+    out = []
+    for task in TASKS:
+        for model in GRID_MODELS:
+            for card in GRID_CARDS:
+                levels = GRID_CONCURRENCY if task in INFERENCE_TASKS else (None,)
+                variants = [{"concurrency": c} if c else {} for c in levels]
+                if task == "inference":
+                    variants += [{"concurrency": 64, **demand} for demand in GRID_DEMAND]
+                for extra in variants:
+                    facts = {"task": task, "model": model, "gpu": card, **extra}
+                    name = " ".join(str(v) for v in facts.values())
+                    out.append(Scenario(name, facts, {}, Location("<grid>")))
+    return out
+
+
+@contextmanager
+def checkout_rules(base: str, rules_dir: Path):
+    """A directory holding the base rules: `base` itself, or rules/ at a git revision extracted into
+    a temporary directory that is removed when the block ends, however it ends."""
+    if Path(base).is_dir():
+        yield Path(base)
+        return
+    repo, relative = _repository_of(rules_dir)
+    commit = _commit_of(base, Path(repo))
+    # --end-of-options: neither the commit nor the path can be read as an option (--output=...)
+    archive = _git_bytes(["--literal-pathspecs", "archive", "--format=tar", "--end-of-options",
+                          commit, str(relative)], Path(repo))
+    with tempfile.TemporaryDirectory(prefix="kentino-base-") as target:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+        yield Path(target) / relative
+
+
+def _commit_of(base: str, repo: Path) -> str:
+    """The commit `base` names in `repo`; a value that looks like an option never reaches git."""
+    if base.startswith("-"):
+        raise InputError(f"--base '{base}' is neither a directory nor a git revision (a revision cannot start "
+                         "with '-')", field="base")
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"], repo).strip()
+    except InputError:
+        raise InputError(f"--base '{base}' is neither a directory nor a git revision in {repo}", field="base") from None
+
+
+def _repository_of(rules_dir: Path) -> tuple[str, Path]:
+    """(repository, rules path in it): the one holding `rules_dir`, else the current directory's rules/.
+
+    The second case is a copy under /tmp compared with a revision of the repository one works in.
+    """
+    try:
+        repo = _git(["rev-parse", "--show-toplevel"], rules_dir).strip()
+        return repo, rules_dir.resolve().relative_to(Path(repo).resolve())
+    except InputError:
+        repo = _git(["rev-parse", "--show-toplevel"], Path.cwd()).strip()
+        return repo, Path("rules")
+
+
+def _git_bytes(args, cwd: Path) -> bytes:
+    try:
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        detail = (getattr(exc, "stderr", b"") or b"").decode(errors="replace")
+        detail = "; ".join(line.strip() for line in detail.splitlines() if line.strip()) or str(exc)
+        raise InputError(f"--base is neither a directory nor a git revision here: {detail}", field="base") from None
+    return result.stdout
+
+
+def _git(args, cwd: Path) -> str:
+    return _git_bytes(args, cwd).decode()
+
+
+def _answer(expert, facts):
+    try:
+        answer = expert.recommend(facts)
+    except KentinoError as exc:
+        return f"error: {exc}", ()
+    rec = answer.recommendation
+    return (rec.kind, rec.nodes, rec.precision), tuple(step.rule for step in answer.trace)
+
+
+def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
+    """Every scenario whose answer (kind, nodes, precision) or whose firing rules differ."""
+    changes = []
+    for index, scenario in enumerate(scenarios):
+        old, old_rules = _answer(old_expert, scenario.facts)
+        new, new_rules = _answer(new_expert, scenario.facts)
+        if old != new or set(old_rules) != set(new_rules):
+            changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
+            changes.append(Change(scenario.name, old, new, changed))
+        if progress:
+            progress(index + 1, len(scenarios))
+    return changes
+
+
+def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
+    lines = [f"### Rule change impact: {len(changes)} of {total} answers changed", "",
+             f"base `{old_digest[:16]}` -> new `{new_digest[:16]}`", ""]
+    if changes:
+        lines += ["| scenario | old | new | rules whose firing changed |", "|---|---|---|---|"]
+        lines += [f"| {c.name} | {_show(c.old)} | {_show(c.new)} | {', '.join(c.rules_changed)} |" for c in changes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,117 @@
+"""What every command module shares: the user-error exception, the one mapping of library errors to it, the
+--rules/--knowledge/--db options, opening the expert and the log, and the line that names the directories
+a command used."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..decisions.connect import log_target, open_log, sqlite_path
+from ..decisions.log import DecisionLog
+from ..errors import KentinoError, printable
+from ..expert import Expert
+from ..paths import locate
+from ..sandbox import vet
+
+
+class UserError(click.ClickException):
+    """A user mistake: printed as one line on stderr, exit 2, nothing on stdout."""
+
+    exit_code = 2
+
+    def show(self, file=None):
+        # library errors are printable already; text built here (paths, OS messages) is made so too.
+        # A rule set's diagnostics are one per line, so each line is escaped on its own.
+        lines = self.format_message().split("\n")
+        click.echo("error: " + "\n".join(printable(line) for line in lines), err=True)
+
+
+class KentinoGroup(click.Group):
+    """A command group whose commands' library errors (KentinoError) become UserError here, once: the
+    commands raise what the library raises, and the edge turns it into one line and exit 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KentinoError as exc:
+            raise UserError(str(exc)) from None
+
+
+def _located(name: str):
+    """An option callback: the absolute directory the command uses (paths.locate), or a one-line error."""
+    def callback(ctx, param, value):
+        return str(locate(name, value))
+    return callback
+
+
+_WHERE = ("(default: $KENTINO_{upper}, else the {name}/ of the checkout this runs in, found from its "
+          "kentino.toml or pyproject.toml [tool.kentino], else the packaged {name}/).")
+rules_option = click.option("--rules", "rules_dir", type=click.Path(), default=None, callback=_located("rules"),
+                            help="Rule directory " + _WHERE.format(upper="RULES", name="rules"))
+knowledge_option = click.option("--knowledge", "knowledge_dir", type=click.Path(), default=None,
+                                callback=_located("knowledge"),
+                                help="Knowledge directory " + _WHERE.format(upper="KNOWLEDGE", name="knowledge"))
+db_option = click.option("--db", "db", default=None, metavar="URL",
+                         help="Decision log: a SQLite path or postgresql:// URL (default: $KENTINO_DB, "
+                              "else ./kentino-decisions.db).")
+
+
+def make_expert(rules_dir, knowledge_dir, vetted: bool = False) -> Expert:
+    """The Expert; with `vetted`, only after a trial load in a sandbox (sandbox.vet)."""
+    if vetted:
+        vet(rules_dir, knowledge_dir)
+    return Expert(rules_dir, knowledge_dir)
+
+
+def open_decision_log(db, must_exist: bool = False) -> DecisionLog:
+    """The decision log `db` names (connect.log_target); a read command must find one, not create one
+    (opening writes the schema into the file)."""
+    target = log_target(db)
+    if must_exist:
+        _check_log_file(target)
+    return open_log(target)
+
+
+def _check_log_file(target: str) -> None:
+    path = sqlite_path(target)
+    if path is None:  # PostgreSQL: the server says whether the database exists
+        return
+    try:
+        empty = Path(path).stat().st_size == 0 if Path(path).is_file() else None
+    except OSError:
+        empty = None
+    if empty is None:
+        raise UserError(f"no decision log at {target} (give --db or set KENTINO_DB)")
+    if empty:  # a log, even one without decisions, holds its schema; WAL mode writes it at once
+        raise UserError(f"{target} is an empty file, not a decision log (give --db or set KENTINO_DB)")
+
+
+# Every command names the directories it read: a text report in its own words (sources_line), a JSON
+# report in two keys (sources), output meant for a program (a table, YAML, a schema, a protocol) on
+# stderr (announce).
+
+def sources_line(rules_dir, knowledge_dir) -> str:
+    """`rules: DIR, knowledge: DIR`."""
+    return f"rules: {rules_dir}, knowledge: {knowledge_dir}"
+
+
+def sources(rules_dir, knowledge_dir) -> dict:
+    """The same as two keys of a JSON report."""
+    return {"rules_directory": str(rules_dir), "knowledge_directory": str(knowledge_dir)}
+
+
+def announce(expert) -> None:
+    """The directories an Expert was loaded from, on stderr: apart from output meant for a program."""
+    click.echo(sources_line(expert.rules_dir, expert.knowledge_dir), err=True)
+
+
+def progress(enabled: bool):
+    """A progress line on stderr every 500 items (corpora of 1,000 and more), or None."""
+    if not enabled:
+        return None
+
+    def report(done: int, total: int):
+        if done == total or done % 500 == 0:
+            click.echo(f"\r{done}/{total}", err=True, nl=done == total)
+    return report

@@ -1,0 +1,203 @@
+"""`kentino-expert decisions list|show|replay|prune` and `kentino-expert explain`: reading the decision log.
+
+`decisions replay` exits 1 when the answer changed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..answer.explain import explain_html, explain_markdown
+from ..decisions.meta import normalise_time
+from ..errors import KentinoError
+from ..service.replay import replay
+from .common import (
+    KentinoGroup,
+    UserError,
+    db_option,
+    knowledge_option,
+    make_expert,
+    open_decision_log,
+    rules_option,
+    sources,
+    sources_line,
+)
+
+
+@click.group("decisions")
+def decisions():
+    """List, show, replay and prune logged decisions."""
+
+
+_JSON_KEYS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "kind", "digest", "engine",
+              "status", "summary")
+
+
+@decisions.command("list")
+@click.option("--since", default=None, metavar="ISO", help="Only decisions at or after this ISO-8601 time.")
+@click.option("--kind", default=None, help="Only decisions of this recommendation kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@db_option
+def decisions_list(since, kind, limit, fmt, db):
+    """Decisions newest first (read a page at a time, printed as they come)."""
+    log = open_decision_log(db, must_exist=True)
+    rows = log.iter_decisions(since=since, kind=kind, limit=limit, with_facts=fmt == "json")
+    try:
+        if fmt == "json":
+            _echo_json_array({k: row[k] for k in _JSON_KEYS} for row in rows)
+            return
+        count = 0
+        for row in rows:
+            where = f" session={row['session_id']}" + (f" turn={row['turn']}" if row["turn"] is not None else "") \
+                if row["session_id"] else ""
+            click.echo(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
+                       f"{row['digest'][:12]}{where}")
+            count += 1
+        click.echo(f"{count} decision(s)")
+    finally:
+        log.close()
+
+
+def _echo_json_array(items) -> None:
+    """What json.dumps(list(items), indent=2) prints, written an item at a time."""
+    opened = False
+    for item in items:
+        text = "\n".join("  " + line for line in json.dumps(item, indent=2, ensure_ascii=False).splitlines())
+        click.echo(("[\n" if not opened else ",\n") + text, nl=False)
+        opened = True
+    click.echo("\n]" if opened else "[]")
+
+
+@decisions.command("prune")
+@click.option("--before", default=None, metavar="DATE",
+              help="Required: delete the decisions created before this ISO-8601 date or time (UTC when no zone "
+                   "is given); it must be in the past.")
+@click.option("--dry-run", is_flag=True, help="Only count the decisions that would be deleted.")
+@db_option
+def decisions_prune(before, dry_run, db):
+    """Delete old decisions, a batch per transaction (service writes go on meanwhile); print how many."""
+    if not before:
+        raise UserError("decisions prune needs --before DATE (e.g. --before 2025-01-31): "
+                        "it deletes nothing without an explicit date")
+    try:
+        cutoff = normalise_time(before)
+    except KentinoError as exc:
+        raise UserError(f"--before: {exc}") from None
+    log = open_decision_log(db, must_exist=True)
+    try:
+        count = log.prune(before, dry_run=dry_run)
+    finally:
+        log.close()
+    click.echo(f"{'would delete' if dry_run else 'deleted'} {count} decision(s) created before {cutoff}")
+
+
+def _decision(db, decision_id) -> dict:
+    """The logged decision with this id, or UserError."""
+    log = open_decision_log(db, must_exist=True)
+    try:
+        row = log.get(decision_id)
+    finally:
+        log.close()
+    if row is None:
+        raise UserError(f"no decision '{decision_id}' in {log.url}")
+    return row
+
+
+@decisions.command("show")
+@click.argument("decision_id")
+@db_option
+def decisions_show(decision_id, db):
+    """Print one decision as JSON."""
+    click.echo(json.dumps(_decision(db, decision_id), indent=2, ensure_ascii=False))
+
+
+@decisions.command("replay")
+@click.argument("decision_id")
+@rules_option
+@knowledge_option
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def decisions_replay(decision_id, rules_dir, knowledge_dir, db, fmt):
+    """Re-evaluate a decision's facts with the current rules; exit 0 if unchanged, 1 if changed."""
+    row = _decision(db, decision_id)
+    expert = make_expert(rules_dir, knowledge_dir)
+    result = replay(expert, row)
+    if fmt == "json":
+        click.echo(json.dumps({**result.report(), **sources(expert.rules_dir, expert.knowledge_dir)}, indent=2,
+                              default=str))
+    else:
+        _echo_replay(result, sources_line(expert.rules_dir, expert.knowledge_dir))
+    sys.exit(0 if result.unchanged else 1)
+
+
+def _echo_replay(result, where: str) -> None:
+    drift = (f"digest drift: {result.old_digest[:16]} -> {result.new_digest[:16]}"
+             if result.digest_changed else f"same digest {result.new_digest[:16]}")
+    drift += f"; {where}"
+    if result.error:
+        click.echo(f"changed: the stored facts no longer evaluate: {result.error}")
+    elif result.unchanged:
+        click.echo(f"unchanged ({drift})")
+    else:
+        click.echo(f"changed ({drift})")
+        for key, change in result.changes.items():
+            click.echo(f"  {key}: {change.old} -> {change.new}")
+        for rule in result.rules_changed:
+            click.echo(f"  rule {rule.rule}: {rule.change}")
+        for code in result.warnings_changed:
+            click.echo(f"  warning {code}: given only by one of the two")
+
+
+@click.command("explain")
+@click.argument("target", metavar="ID|TRACE.json")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of stdout.")
+@rules_option
+@knowledge_option
+@db_option
+def explain(target, fmt, output, rules_dir, knowledge_dir, db):
+    """Explain a logged decision (by id) or an answer file (`recommend --format json` output, or facts)."""
+    path = Path(target)
+    if path.is_file():
+        try:
+            subject = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UserError(f"{target}: not a JSON answer or decision: {exc}") from None
+        if not isinstance(subject, dict):
+            raise UserError(f"{target}: expected a JSON object (an answer, a decision or facts)")
+    else:
+        if target.endswith((".json", ".yaml", ".yml")):
+            raise UserError(f"{target}: no such file")
+        subject = _decision(db, target)
+    expert = make_expert(rules_dir, knowledge_dir)
+    try:
+        text = (explain_html if fmt == "html" else explain_markdown)(expert, subject)
+    except (KentinoError, KeyError, TypeError) as exc:
+        raise UserError(f"{target}: cannot explain: {exc}") from None
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{output}: cannot write: {exc.strerror}") from None
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+
+
+
+
+@click.group(cls=KentinoGroup)
+def standalone():
+    """The log commands on their own (`python -m kentino_expert.cli.decisions ...`)."""
+
+
+standalone.add_command(decisions)
+standalone.add_command(explain)
+
+if __name__ == "__main__":  # pragma: no cover
+    standalone()

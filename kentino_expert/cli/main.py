@@ -1,0 +1,82 @@
+"""The `kentino-expert` command: its group, `recommend` and `schema`; the other commands come from rules.py,
+service.py and decisions.py. Library errors become one-line user errors once, in the group (common.py)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..answer.render import FORMATS
+from ..domain.workload import read_facts
+from ..ruleset.schemas import facts_schema, rules_schema
+from ..service.decide import decide
+from .common import KentinoGroup, UserError, announce, knowledge_option, make_expert, open_decision_log, rules_option
+from .decisions import decisions, explain
+from .rules import rules_group, test_command
+from .service import mcp, serve
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        try:
+            return sys.stdin.buffer.read().decode("utf-8"), "<stdin>"
+        except UnicodeDecodeError as exc:
+            raise UserError(f"<stdin>: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), path
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+@click.group(cls=KentinoGroup)
+@click.version_option(package_name="kentino-expert")
+def main():
+    """Kentino Expert: what GPU server to buy for a workload, and why."""
+
+
+@main.command("recommend")
+@click.argument("facts_file")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text")
+@rules_option
+@knowledge_option
+@click.option("--log", "log_target", is_flag=False, flag_value="", default=None, metavar="[DB]",
+              help="Record the decision in the decision log (a SQLite path or postgresql:// URL; "
+                   "default $KENTINO_DB, else ./kentino-decisions.db).")
+def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
+    """Recommend a build for the workload facts in FACTS_FILE (YAML or JSON; - for stdin)."""
+    text, source = _read_input(facts_file)
+    expert = make_expert(rules_dir, knowledge_dir)
+    workload = read_facts(text, source)
+    if log_target is None:
+        click.echo(FORMATS[fmt](expert.recommend(workload)), nl=False)
+        return
+    log = open_decision_log(log_target)
+    try:  # committed before the answer is printed: an acknowledged decision is never lost
+        decision = decide(expert, log, workload, "cli")
+    finally:
+        log.close()
+    click.echo(FORMATS[fmt](decision.answer), nl=False)
+    click.echo(f"decision {decision.decision_id} recorded", err=True)
+
+
+@main.command("schema")
+@click.argument("which", type=click.Choice(["rules", "facts"]))
+@rules_option
+@knowledge_option
+def schema_command(which, rules_dir, knowledge_dir):
+    """Print the JSON Schema of rule files or of the input facts."""
+    if which == "rules":
+        click.echo(json.dumps(rules_schema(), indent=2))
+    else:
+        expert = make_expert(rules_dir, knowledge_dir)
+        announce(expert)
+        click.echo(json.dumps(facts_schema(expert.ruleset, expert.knowledge), indent=2))
+
+
+for _command in (rules_group, test_command, serve, mcp, decisions, explain):
+    main.add_command(_command)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,152 @@
+"""`kentino-expert rules check|list|diff|docs|examples` and `kentino-expert test`: the rule author's commands."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..authoring.rule_pages import rule_examples_yaml, write_docs
+from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_markdown
+from ..authoring.scenarios import failure_lines, load_scenarios, run_all
+from ..sandbox import Limits, check_in_sandbox
+from .common import announce, knowledge_option, make_expert, progress, rules_option, sources, sources_line
+
+
+@click.group("rules")
+def rules_group():
+    """Check and list the rule set."""
+
+
+@rules_group.command("check")
+@rules_option
+@knowledge_option
+@click.option("--strict", is_flag=True, help="Fail on warnings too.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def rules_check(rules_dir, knowledge_dir, strict, fmt):
+    """Load, validate and compile the rules, then build the engine and answer each rule's example in a
+    sandbox (KENTINO_SANDBOX_SECONDS, KENTINO_SANDBOX_MEMORY_MB); report every problem as file:line:col."""
+    report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
+    if fmt == "json":
+        click.echo(sources_line(rules_dir, knowledge_dir), err=True)
+        click.echo(json.dumps([d.as_dict() for d in report.diagnostics], indent=2))
+    else:
+        for diagnostic in report.diagnostics:
+            click.echo(str(diagnostic))
+        click.echo(f"{report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
+    if not report.ok(strict):
+        sys.exit(2)
+
+
+@rules_group.command("list")
+@rules_option
+@knowledge_option
+def rules_list(rules_dir, knowledge_dir):
+    """List the rules in the order they are tried."""
+    expert = make_expert(rules_dir, knowledge_dir)
+    announce(expert)
+    for rule in expert.ruleset.rules:
+        click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {rule.location}")
+
+
+@click.command("test")
+@click.argument("paths", nargs=-1, type=click.Path())
+@rules_option
+@knowledge_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--min-coverage", type=click.FloatRange(0, 100), default=None, help="Fail below this rule coverage (%).")
+@click.option("--coverage/--no-coverage", "show_coverage", default=True, help="Print rule coverage.")
+def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_coverage):
+    """Run scenario files (default: tests/scenarios) like `opa test`; exit 1 on any failure."""
+    expert = make_expert(rules_dir, knowledge_dir)
+    scenarios = load_scenarios(paths or ["tests/scenarios"], expert.ruleset)
+    outcomes, coverage = run_all(expert, scenarios, progress(len(scenarios) >= 1000 and fmt == "text"))
+    failed = [o for o in outcomes if not o.passed]
+    below = min_coverage is not None and coverage.percent < min_coverage
+    if fmt == "json":
+        click.echo(json.dumps({
+            **sources(expert.rules_dir, expert.knowledge_dir), "passed": len(outcomes) - len(failed),
+            "failed": len(failed), "failures": [_failure_json(o) for o in failed],
+            "coverage": {"percent": round(coverage.percent, 2), "counts": coverage.counts,
+                         "never_fired": coverage.never_fired},
+        }, indent=2, default=str))
+    else:
+        _echo_test_report(expert, failed, coverage, show_coverage, below, min_coverage, len(outcomes))
+    if failed or below:
+        sys.exit(1)
+
+
+def _failure_json(outcome) -> dict:
+    return {"scenario": outcome.scenario.name, "location": str(outcome.scenario.location), "error": outcome.error,
+            "failures": [{"what": w, "expected": e, "actual": a} for w, e, a in outcome.failures],
+            "decided_by": outcome.deciders}
+
+
+def _echo_test_report(expert, failed, coverage, show_coverage, below, min_coverage, total) -> None:
+    click.echo(sources_line(expert.rules_dir, expert.knowledge_dir))
+    for outcome in failed:
+        for line in failure_lines(outcome):
+            click.echo(line)
+    if show_coverage:
+        click.echo(f"rule coverage: {coverage.percent:.1f}% ({len(coverage.counts) - len(coverage.never_fired)}"
+                   f"/{len(coverage.counts)} rules fired)")
+        for rule in coverage.never_fired:
+            click.echo(f"  never fired: {rule}")
+    if below:
+        click.echo(f"coverage {coverage.percent:.1f}% is below --min-coverage {min_coverage:g}%")
+    click.echo(f"{total - len(failed)} passed, {len(failed)} failed")
+
+
+@rules_group.command("diff")
+@click.option("--base", required=True, help="The old rules: a directory or a git revision.")
+@rules_option
+@knowledge_option
+@click.argument("scenarios", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
+def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
+    """Show which answers change between the --base rules and the new ones; exit 1 if any."""
+    workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
+    with checkout_rules(base, Path(rules_dir)) as base_dir:  # the base rules are read into memory here
+        old_expert = make_expert(base_dir, knowledge_dir)
+    new_expert = make_expert(rules_dir, knowledge_dir)
+    changes = diff(old_expert, new_expert, workloads, progress(len(workloads) >= 1000 and fmt == "text"))
+    old_digest, new_digest = old_expert.ruleset.digest, new_expert.ruleset.digest
+    if fmt == "json":
+        click.echo(json.dumps({"total": len(workloads), "changed": [c.as_dict() for c in changes],
+                               "base_digest": old_digest, "new_digest": new_digest, "base": base,
+                               **sources(new_expert.rules_dir, new_expert.knowledge_dir)}, indent=2))
+    elif fmt == "markdown":
+        click.echo(to_markdown(changes, len(workloads), old_digest, new_digest), nl=False)
+        click.echo(f"\nBase: `{base}`; rules: `{new_expert.rules_dir}`, knowledge: `{new_expert.knowledge_dir}`.")
+    else:
+        click.echo(f"base: {base}, {sources_line(new_expert.rules_dir, new_expert.knowledge_dir)}")
+        for change in changes:
+            row = change.as_dict()
+            click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  "
+                       f"(rules: {', '.join(row['rules_changed']) or '-'})")
+        moved = sum(1 for c in changes if c.old != c.new)
+        click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision, "
+                   f"{len(changes) - moved} in the rules that decided)")
+    sys.exit(1 if changes else 0)
+
+
+@rules_group.command("docs")
+@click.argument("outdir", type=click.Path())
+@rules_option
+@knowledge_option
+def rules_docs(outdir, rules_dir, knowledge_dir):
+    """Write one Markdown page per rule and an index to OUTDIR."""
+    expert = make_expert(rules_dir, knowledge_dir)
+    written = write_docs(expert, outdir)
+    click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
+
+
+@rules_group.command("examples")
+@rules_option
+@knowledge_option
+def rules_examples(rules_dir, knowledge_dir):
+    """Print a scenario file that checks each rule's `example` fires the rule."""
+    expert = make_expert(rules_dir, knowledge_dir)
+    announce(expert)
+    click.echo(rule_examples_yaml(expert.ruleset), nl=False)

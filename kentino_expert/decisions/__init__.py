@@ -1,0 +1,1 @@
+"""The decision log: SQLite and PostgreSQL storage, its schema, group commit and the checks of its fields."""

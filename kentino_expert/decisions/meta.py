@@ -1,0 +1,111 @@
+"""Checks and times shared by every entry point of the decision log (HTTP, MCP, the CLI, the log itself)."""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import unicodedata
+from datetime import UTC, datetime
+
+from ..errors import DecisionLogError, InputError
+
+MAX_SESSION_ID = 200
+MAX_TURN = 2**63 - 1  # SQLite's and PostgreSQL's widest INTEGER: a larger turn cannot be stored
+_TURN_TEXT = re.compile(r"[+-]?[0-9]{1,40}")  # ASCII digits only: int() also takes '²' and '٣'
+# control characters forge lines in `decisions list`; a lone surrogate cannot be encoded by any driver
+_BAD_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
+MAX_CURSOR = 400  # characters: base64 of a time and a 32-character id is about 110
+_CURSOR_ERROR = "is not a cursor this log gave: pass next_cursor back unchanged"
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with microseconds, e.g. 2025-01-31T12:00:00.000000+00:00 (sorts as text)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def normalise_time(text: str) -> str:
+    """An ISO-8601 date or time as the log stores it (naive times are taken as UTC)."""
+    try:
+        moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC
+        raise DecisionLogError(f"'{text}' is not an ISO-8601 time between years 1 and 9999 in UTC") from None
+
+
+def check_session_id(value) -> str | None:
+    """The session id as stored: 1-200 characters of printable text (an integer is taken as its digits)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError("must be a string", field="session_id")
+    too_long = isinstance(value, int) and abs(value) >= 10**MAX_SESSION_ID  # str() of a huge int may be refused
+    text = "" if too_long else str(value)
+    if too_long or not 1 <= len(text) <= MAX_SESSION_ID:
+        raise InputError(f"must be 1 to {MAX_SESSION_ID} characters", field="session_id")
+    if any(unicodedata.category(c) in _BAD_CATEGORIES for c in text):
+        raise InputError("must be text without control characters, line breaks or lone surrogates",
+                         field="session_id")
+    return text
+
+
+def check_turn(value) -> int | None:
+    """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits is read as one)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError("must be an integer", field="turn")
+    if not 0 <= value <= MAX_TURN:
+        raise InputError(f"must be between 0 and {MAX_TURN}", field="turn")
+    return value
+
+
+def check_meta(session_id, turn) -> tuple[str | None, int | None]:
+    """(session_id, turn) checked as every entry point (HTTP, MCP, the log itself) must check them."""
+    return check_session_id(session_id), check_turn(turn)
+
+
+def encode_cursor(created_at: str, decision_id: str) -> str:
+    """An opaque cursor for the page after the decision (created_at, decision_id): URL-safe base64 of both."""
+    text = json.dumps([created_at, decision_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor) -> tuple[str, str]:
+    """(created_at as the log stores it, decision_id) from a cursor `encode_cursor` made, or an InputError."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR:
+        raise InputError(_CURSOR_ERROR, field="cursor")
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8"))
+    except (ValueError, binascii.Error):  # ValueError covers bad JSON and bad UTF-8
+        raise InputError(_CURSOR_ERROR, field="cursor") from None
+    if not isinstance(decoded, list) or len(decoded) != 2 or not all(isinstance(v, str) for v in decoded):
+        raise InputError(_CURSOR_ERROR, field="cursor")
+    try:  # the id is printable text, like a session id
+        return normalise_time(decoded[0]), check_session_id(decoded[1])
+    except (DecisionLogError, InputError):
+        raise InputError(_CURSOR_ERROR, field="cursor") from None
+
+
+def check_no_nul(value, field: str) -> None:
+    """Refuse the NUL character anywhere in `value` (a JSON-able structure): PostgreSQL's JSONB cannot hold it,
+    and the log must take the same decisions on both backends."""
+    if _holds_nul(value):
+        raise InputError("must not contain the NUL character (\\u0000)", field=field)
+
+
+def _holds_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nul(v) for v in value)
+    return False

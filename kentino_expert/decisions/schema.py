@@ -1,0 +1,106 @@
+"""The decision log's table on SQLite and PostgreSQL, its schema version, and the migrations to it.
+
+Version 1 (before versions were recorded): `turn` INTEGER (32-bit on PostgreSQL), `created_at` TEXT.
+Version 2: `turn` BIGINT and `created_at` TIMESTAMPTZ on PostgreSQL; `status` and `summary` columns,
+written with each decision (and filled from the stored answers when an old table is migrated), so
+a listing reads columns and never parses an answer; indexes that serve newest-first pages.
+SQLite keeps the version in PRAGMA user_version; PostgreSQL in the table decisions_schema_version.
+Both migrate inside one transaction that also holds the migration lock, so two replicas opening
+an old log at once migrate it once.
+"""
+from __future__ import annotations
+
+import zlib
+
+from ..errors import DecisionLogError
+
+SCHEMA_VERSION = 2
+# a whole decision as `get` returns it (status and summary are in its answer)
+ROW_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
+               "engine")
+COLUMNS = ROW_COLUMNS + ("status", "summary")  # what a write stores
+LIST_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest", "engine", "status",
+                "summary")  # what a listing reads: no JSON column
+# any transaction that migrates the table first takes this lock (released at its commit)
+PG_MIGRATION_LOCK = zlib.crc32(b"kentino_expert.decision_log.schema")
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS decisions (
+    decision_id TEXT PRIMARY KEY,
+    created_at  {time} NOT NULL,
+    session_id  TEXT NULL,
+    turn        {int} NULL,
+    source      TEXT NOT NULL CHECK (source IN ('http', 'mcp', 'cli')),
+    facts       {json} NOT NULL,
+    answer      {json} NOT NULL,
+    kind        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    engine      TEXT NOT NULL,
+    status      TEXT NULL,
+    summary     TEXT NULL
+)"""
+# newest-first pages, plain and of one kind; the time index also serves `since` and pruning
+_INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_id ON decisions (created_at, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decisions_kind_created_id ON decisions (kind, created_at, decision_id)")
+_OLD_INDEXES = ("DROP INDEX IF EXISTS decisions_created_at", "DROP INDEX IF EXISTS decisions_kind")
+
+SQLITE_CREATE = (_TABLE.format(time="TEXT", int="INTEGER", json="JSON"), *_INDEXES)  # INTEGER: 64-bit
+PG_CREATE = (_TABLE.format(time="TIMESTAMPTZ", int="BIGINT", json="JSONB"), *_INDEXES)
+
+# from version 1 to 2, statement by statement
+SQLITE_TO_2 = ("ALTER TABLE decisions ADD COLUMN status TEXT",
+               "ALTER TABLE decisions ADD COLUMN summary TEXT",
+               "UPDATE decisions SET status = json_extract(answer, '$.status'), "
+               "summary = json_extract(answer, '$.recommendation.summary')",
+               *_OLD_INDEXES, *_INDEXES)
+PG_TO_2 = ("ALTER TABLE decisions ALTER COLUMN turn TYPE BIGINT, "
+           "ALTER COLUMN created_at TYPE TIMESTAMPTZ USING created_at::timestamptz, "
+           "ADD COLUMN status TEXT, ADD COLUMN summary TEXT",
+           "UPDATE decisions SET status = answer->>'status', summary = answer->'recommendation'->>'summary'",
+           *_OLD_INDEXES, *_INDEXES)
+PG_VERSION_TABLE = ("CREATE TABLE IF NOT EXISTS decisions_schema_version ("
+                    "version INTEGER NOT NULL, migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+
+
+def migrate_sqlite(conn) -> int:
+    """Bring the log in `conn` (no transaction open) to SCHEMA_VERSION; return the version found."""
+    conn.execute("BEGIN IMMEDIATE")  # the write lock: a second process waits here, then finds the work done
+    try:
+        found = _found_version(conn.execute("PRAGMA user_version").fetchone()[0],
+                               conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                            "AND name = 'decisions'").fetchone() is not None)
+        for statement in SQLITE_CREATE if found == 0 else SQLITE_TO_2 if found == 1 else ():
+            conn.execute(statement)
+        if found < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def migrate_postgres(conn) -> int:
+    """Bring the log `conn` reaches to SCHEMA_VERSION in one transaction; return the version found."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [PG_MIGRATION_LOCK])
+        conn.execute(PG_VERSION_TABLE)
+        recorded = conn.execute("SELECT max(version) FROM decisions_schema_version").fetchone()[0]
+        table = conn.execute("SELECT to_regclass('decisions') IS NOT NULL").fetchone()[0]
+        found = _found_version(recorded or 0, table)
+        for statement in PG_CREATE if found == 0 else PG_TO_2 if found == 1 else ():
+            conn.execute(statement)
+        if found < SCHEMA_VERSION:
+            conn.execute("INSERT INTO decisions_schema_version (version) VALUES (%s)", [SCHEMA_VERSION])
+    return found
+
+
+def _found_version(recorded: int, table_exists: bool) -> int:
+    """0: no log yet; 1: a table from before versions were recorded; else the version recorded."""
+    if recorded > SCHEMA_VERSION:
+        raise DecisionLogError(f"the decision log has schema version {recorded}, newer than this kentino-expert "
+                               f"knows ({SCHEMA_VERSION}): upgrade kentino-expert")
+    if recorded:
+        return recorded
+    return 1 if table_exists else 0

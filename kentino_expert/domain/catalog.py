@@ -1,0 +1,226 @@
+"""The knowledge catalog: models, cards, links and sizing constants read from knowledge/*.yaml."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
+from ..yamlsrc import YamlSourceError, load_yaml, location_of
+from ..yamlsrc import to_plain as _plain
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class SlidingWindow(BaseModel):
+    """Local attention on some layers: those keep the KV cache of the last `window` tokens only."""
+
+    model_config = _FROZEN
+    window: PositiveInt
+    layers: PositiveInt  # how many of the model's layers attend locally
+
+
+class Mla(BaseModel):
+    """Multi-head latent attention: the per-token latent that replaces K and V."""
+
+    model_config = _FROZEN
+    kv_lora_rank: PositiveInt
+    qk_rope_head_dim: PositiveInt
+
+
+class Moe(BaseModel):
+    """Mixture-of-experts routing figures."""
+
+    model_config = _FROZEN
+    experts: PositiveInt
+    experts_per_token: PositiveInt
+
+
+class ModelSpec(BaseModel):
+    """One model's architecture, as its config.json states it."""
+
+    model_config = _FROZEN
+    id: str
+    name: str
+    params_b: PositiveFloat
+    active_params_b: PositiveFloat | None = None
+    layers: PositiveInt
+    hidden: PositiveInt
+    attention_heads: PositiveInt
+    kv_heads: PositiveInt
+    head_dim: PositiveInt
+    max_context: PositiveInt
+    mla: Mla | None = None
+    moe: Moe | None = None
+    sliding_window: SlidingWindow | None = None
+    aliases: tuple[str, ...] = ()
+    source: str
+    estimated: bool = False
+
+    @property
+    def active_b(self) -> float:
+        return self.active_params_b or self.params_b
+
+
+class GpuSpec(BaseModel):
+    """One card, as its vendor data sheet states it."""
+
+    model_config = _FROZEN
+    id: str
+    name: str
+    memory_gb: PositiveFloat
+    memory_bandwidth_gbs: PositiveFloat
+    bf16_dense_tflops: PositiveFloat
+    fp8_dense_tflops: PositiveFloat
+    pcie_gen: PositiveInt
+    nvlink: bool
+    p2p: bool
+    form_factor: Literal["pcie", "sxm"]
+    intra_node_link: str
+    kentino_ships: bool
+    aliases: tuple[str, ...] = ()
+    source: str
+
+
+class LinkSpec(BaseModel):
+    """One GPU-to-GPU link: bandwidth per GPU per direction and one hop's latency."""
+
+    model_config = _FROZEN
+    id: str
+    name: str
+    scope: Literal["intra-node", "inter-node"]
+    bandwidth_gbs: PositiveFloat
+    latency_us: PositiveFloat
+    aliases: tuple[str, ...] = ()
+    source: str
+
+
+class Knowledge(BaseModel):
+    """Everything under knowledge/, validated, with a digest of the files read."""
+
+    model_config = ConfigDict(frozen=True)
+    models: dict[str, ModelSpec]
+    gpus: dict[str, GpuSpec]
+    links: dict[str, LinkSpec]
+    sizing: dict = Field(default_factory=dict)
+    heuristics: dict[str, dict] = Field(default_factory=dict)  # id -> {section, text}
+    files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
+    directory: str = ""  # where the files were read (answers name it)
+
+    def model(self, name: str) -> ModelSpec:
+        return _lookup(self.models, name, "model")
+
+    def gpu(self, name: str, field: str = "gpu") -> GpuSpec:
+        return _lookup(self.gpus, name, field)
+
+    def link(self, name: str, field: str = "interconnect") -> LinkSpec:
+        return _lookup(self.links, name, field)
+
+    def constant(self, *path: str):
+        """A sizing constant by its path in sizing.yaml; a missing one is a KnowledgeError."""
+        node = self.sizing
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                raise KnowledgeError(f"knowledge/sizing.yaml: missing constant '{'.'.join(path)}'")
+            node = node[part]
+        return node
+
+
+# the facts that hold an id of the catalog, and the table each names
+CATALOG_FACTS = {"model": "models", "gpu": "gpus", "proposed_gpu": "gpus", "interconnect": "links"}
+
+
+def catalog_of(knowledge: Knowledge) -> dict:
+    """fact -> (ids, {alias: id}) for the facts that hold a catalog id."""
+    out = {}
+    for fact, table in CATALOG_FACTS.items():
+        specs = getattr(knowledge, table)
+        out[fact] = (frozenset(specs), {alias: spec.id for spec in specs.values() for alias in spec.aliases})
+    return out
+
+
+def _lookup(table: dict, name: str, field: str):
+    key = str(name).strip().lower()
+    if key in table:
+        return table[key]
+    for spec in table.values():
+        if key in spec.aliases:
+            return spec
+    names = list(table) + [a for spec in table.values() for a in spec.aliases]
+    what = field.rsplit(".", 1)[-1]
+    raise CatalogError(f"unknown {what} '{name}'", field=field, name=str(name),
+                       suggestion=did_you_mean(key, names))
+
+
+_SECTIONS = {"models.yaml": ("models", ModelSpec), "gpus.yaml": ("gpus", GpuSpec), "links.yaml": ("links", LinkSpec)}
+
+
+def _read(path: Path):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KnowledgeError(f"cannot read {path}: {exc.strerror}", location=Location(str(path))) from None
+    try:
+        return text, load_yaml(text, str(path))
+    except YamlSourceError as exc:
+        raise KnowledgeError(exc.message, location=exc.location) from None
+
+
+def _entries(path: Path, data, section: str, spec_type) -> dict:
+    if not isinstance(data, dict) or not isinstance(data.get(section), list):
+        raise KnowledgeError(f"expected a top-level '{section}:' list", location=Location(str(path), 1, 1))
+    out = {}
+    for index, raw in enumerate(data[section]):
+        where = location_of(data[section], index, str(path))
+        try:
+            spec = spec_type.model_validate(dict(raw) if isinstance(raw, dict) else raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise KnowledgeError(f"{section}[{index}].{field}: {err['msg']}", location=where) from None
+        if spec.id in out:
+            raise KnowledgeError(f"duplicate id '{spec.id}'", location=where)
+        out[spec.id] = spec
+    return out
+
+
+def load_knowledge(directory: str | Path) -> Knowledge:
+    """Read and validate knowledge/*.yaml; every problem is a KnowledgeError with file:line."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise KnowledgeError(f"knowledge directory not found: {root}")
+    tables, files = {}, {}
+    for filename, (section, spec_type) in _SECTIONS.items():
+        text, data = _read(root / filename)
+        files[filename] = hashlib.sha256(text.encode()).hexdigest()
+        tables[section] = _entries(root / filename, data, section, spec_type)
+    text, sizing = _read(root / "sizing.yaml")
+    files["sizing.yaml"] = hashlib.sha256(text.encode()).hexdigest()
+    if not isinstance(sizing, dict):
+        raise KnowledgeError("expected a mapping", location=Location(str(root / "sizing.yaml"), 1, 1))
+    text, catalog = _read(root / "heuristics.yaml")
+    files["heuristics.yaml"] = hashlib.sha256(text.encode()).hexdigest()
+    heuristics = _heuristics(catalog, root / "heuristics.yaml")
+    for gpu in tables["gpus"].values():
+        if gpu.intra_node_link not in tables["links"]:
+            raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
+                                 location=Location(str(root / "gpus.yaml")))
+    return Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
+                     sizing=_plain(sizing), heuristics=heuristics, files=files, directory=str(root))
+
+
+def _heuristics(data, path: Path) -> dict[str, dict]:
+    entries = data.get("heuristics") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise KnowledgeError("expected a top-level 'heuristics:' list", location=Location(str(path), 1, 1))
+    out = {}
+    for index, item in enumerate(entries):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
+            raise KnowledgeError("each heuristic needs 'id' and 'text'",
+                                 location=location_of(entries, index, str(path)))
+        out[item["id"]] = {"section": str(item.get("section", "")), "text": item["text"]}
+    return out
+
+

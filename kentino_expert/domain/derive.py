@@ -1,0 +1,107 @@
+"""From validated facts to the flat state the rules see: defaults applied, catalog ids resolved, then every figure."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import CatalogError
+from ..lang.semantics import truth_of
+from . import sizing
+from .catalog import Knowledge, ModelSpec
+from .figures import compute_figures
+from .state import flatten_facts
+from .vocabulary import TRAINING_TASKS
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A fact the engine assumed: a default or an estimate."""
+
+    fact: str
+    value: object
+    why: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Everything known before the rules run."""
+
+    facts: dict
+    figures: dict  # name -> figures.Figure
+    assumptions: tuple[Assumption, ...]
+    model: ModelSpec | None
+
+    def state(self) -> dict:
+        out = dict(self.facts)
+        out.update({name: figure.value for name, figure in self.figures.items()})
+        return out
+
+
+def apply_defaults(facts: dict, policies: dict) -> tuple[dict, list[Assumption]]:
+    """Fill each missing fact with the first default whose condition holds on the known facts."""
+    out, assumed = dict(facts), []
+    for name, policy in policies.items():
+        if name in out:
+            continue
+        for default in policy.defaults:
+            if default.when is None or truth_of(default.when.node, facts):
+                out[name] = default.value
+                assumed.append(Assumption(name, default.value, default.why))
+                break
+    return out, assumed
+
+
+def resolve_catalog(facts: dict, knowledge: Knowledge):
+    """Look up model, card and links; canonicalise the ids in `facts`; estimate a model given by size."""
+    assumed = []
+    model = None
+    if "model" in facts:
+        model = knowledge.model(facts["model"])
+        facts["model"] = model.id
+        if "params_b" in facts and abs(facts["params_b"] - model.params_b) > 0.5:
+            assumed.append(Assumption("params_b", model.params_b, f"the catalog's size of {model.id} was used"))
+        facts["params_b"] = model.params_b
+    elif "params_b" in facts:
+        model = sizing.estimated_model(facts["params_b"], knowledge.sizing)
+        assumed.append(Assumption("model", model.name, f"{model.layers} layers x hidden {model.hidden}, "
+                                  f"{model.kv_heads} KV heads x {model.head_dim}: a Llama-style estimate"))
+    gpu = knowledge.gpu(facts["gpu"]) if "gpu" in facts else None
+    if gpu:
+        facts["gpu"] = gpu.id
+    if "proposed_gpu" in facts:
+        facts["proposed_gpu"] = knowledge.gpu(facts["proposed_gpu"], "proposed_build.gpu").id
+    link = knowledge.link(facts["interconnect"]) if "interconnect" in facts else None
+    if link:
+        if link.scope != "inter-node":
+            between = sorted(other.id for other in knowledge.links.values() if other.scope == "inter-node")
+            raise CatalogError(f"'{link.id}' links GPUs inside a node; between nodes use one of {', '.join(between)}",
+                               field="interconnect", name=link.id)
+        facts["interconnect"] = link.id
+    return model, gpu, link, assumed
+
+
+def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Derived:
+    """Facts -> defaults (the fact `policies` of rules/facts.yaml) -> catalog -> figures (sized with the
+    `parameters` of rules/parameters.yaml, name -> value); raises InputError/CatalogError on bad ids."""
+    facts, assumed = apply_defaults(flatten_facts(workload.known()), policies)
+    model, gpu, link, catalog_assumed = resolve_catalog(facts, knowledge)
+    figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
+    notes = _sizing_assumptions(facts, knowledge)
+    return Derived(facts, figures, tuple(assumed + catalog_assumed + notes), model)
+
+
+def _sizing_assumptions(facts, knowledge) -> list[Assumption]:
+    out = []
+    if "qps" in facts:
+        per_request = knowledge.constant("serving", "tokens_per_request")
+        out.append(Assumption("tokens_per_request", per_request, "to turn QPS into generated tokens/s"))
+    if facts.get("task") in TRAINING_TASKS:
+        training = knowledge.constant("training")
+        out.append(Assumption("tokens_in_flight", training["tokens_in_flight"],
+                              "activation memory is sized for one 8k sequence in flight"))
+        if "training_tokens" in facts:
+            out.append(Assumption("mfu", training["mfu"], "model FLOPs utilisation used for time to result"))
+    return out
+
+

@@ -1,0 +1,58 @@
+"""The flat state the rules see: the facts (proposed_build flattened), the figures (figures.py), and the
+properties rules add (conclusions, recommendation fields, warning keys), with their types."""
+from __future__ import annotations
+
+from ..lang.valuetypes import NUMBER, TEXT, enum_of
+from .vocabulary import KINDS, LATENCIES, PRECISIONS, TASKS, TENANCIES
+
+# Facts as the rules see them (proposed_build is flattened); enums list their values.
+FACT_TYPES: dict[str, object] = {
+    "task": enum_of(TASKS), "model": TEXT, "params_b": NUMBER,
+    "precision": enum_of(PRECISIONS), "gpu": TEXT, "gpus_per_node": NUMBER,
+    "concurrency": NUMBER, "context_tokens": NUMBER, "qps": NUMBER, "tokens_per_s": NUMBER,
+    "latency": enum_of(LATENCIES), "tenancy": enum_of(TENANCIES),
+    "training_tokens": NUMBER, "corpus_tokens": NUMBER, "deadline_days": NUMBER,
+    "proposed_nodes": NUMBER, "proposed_gpus_per_node": NUMBER, "proposed_gpu": TEXT, "interconnect": TEXT,
+}
+
+RECOMMENDATION_PREFIX = "recommended_"
+WARNING_PREFIX = "warn__"
+
+
+def recommendation_key(field: str) -> str:
+    """The state property that holds a field of the recommendation (`kind` -> `recommended_kind`)."""
+    return RECOMMENDATION_PREFIX + field
+
+
+def warning_key(code: str) -> str:
+    """The state property that records a warning was given."""
+    return WARNING_PREFIX + code.replace("-", "_")
+
+
+RECOMMENDED_KIND = recommendation_key("kind")  # what a rule writes to decide the answer
+RECOMMENDATION_TYPES = {recommendation_key(field): kind for field, kind in {
+    "kind": enum_of(KINDS), "precision": enum_of(PRECISIONS), "nodes": NUMBER, "replicas": NUMBER, "tp": NUMBER,
+    "pp": NUMBER, "dp": NUMBER, "interconnect": TEXT, "gpu": TEXT, "gpus_per_node": NUMBER}.items()}
+
+
+def flatten_facts(facts: dict) -> dict:
+    """Facts as given (a Workload's `known()`) -> as the rules see them: proposed_build flattened."""
+    facts = dict(facts)
+    build = facts.pop("proposed_build", None)
+    if build:
+        facts["proposed_nodes"] = build["nodes"]
+        facts["proposed_gpus_per_node"] = build["gpus_per_node"]
+        if build.get("gpu"):
+            facts["proposed_gpu"] = build["gpu"]
+    return facts
+
+
+def unflatten_facts(facts: dict) -> dict:
+    """The inverse of `flatten_facts`: the state's facts as a mapping that validates as a Workload."""
+    out = {k: v for k, v in facts.items() if not k.startswith("proposed_")}
+    if "proposed_nodes" in facts:
+        build = {"nodes": facts["proposed_nodes"], "gpus_per_node": facts.get("proposed_gpus_per_node")}
+        if facts.get("proposed_gpu"):
+            build["gpu"] = facts["proposed_gpu"]
+        out["proposed_build"] = build
+    return out

@@ -1,0 +1,2 @@
+"""Running a compiled rule set: the backend protocol and registry, forward chaining, the reference and durable
+backends."""

@@ -1,0 +1,1 @@
+"""The durable-rules backend: the only package that imports durable_rules (its C core)."""

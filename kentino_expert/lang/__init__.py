@@ -1,0 +1,1 @@
+"""The condition language of rule files: its syntax tree, parser, meaning, types and checks (no eval)."""

@@ -1,0 +1,255 @@
+"""Rule directory -> checked, engine-neutral compiled rule set (names resolved, parameters folded, guards added).
+
+The backend that will run the rules is given (engine/registry.py): its reserved names and the shapes it
+cannot run are checked here too (E003, E201-E205); without one, only what every backend needs is.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+
+from ..domain.catalog import Knowledge, catalog_of
+from ..domain.state import RECOMMENDED_KIND, recommendation_key, warning_key
+from ..errors import Location
+from ..lang import nodes
+from ..lang.fold import fold, oversized_constant
+from ..lang.intervals import check_finite
+from ..lang.templates import check_template
+from ..lang.typecheck import check_condition, check_value_expression
+from ..lang.valuetypes import NUMBER
+from . import crosschecks
+from .analysis import analyse, report_shape_problems
+from .diagnostics import Diagnostic, DiagnosticSink
+from .namespace import Namespace, build_namespace
+from .policies import read_fact_policies, read_parameters
+from .ranges import Ranges
+from .rulefile import SPECIAL_FILES, Condition, Rule, read_rule_file, read_rules
+
+# Mixed into every digest. It once named the durable backend's version; kept as it was so that the
+# digests logged before stay comparable: a digest identifies the rules and the knowledge, whichever
+# backend runs them (answers name the backend in `ruleset.engine`).
+DIGEST_SALT = "kentino-expert/0.1 durable-rules/2.0.28"
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """A rule ready for any backend: conditions folded, refraction guards appended."""
+
+    id: str
+    order: int
+    priority: float
+    heuristics: tuple[str, ...]
+    description: str
+    location: Location
+    conditions: tuple[nodes.Node, ...]  # what a backend matches (guards included)
+    source: Rule
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    recommend: tuple[tuple[str, object], ...]  # key -> literal or folded ast node
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A loaded, checked, compiled rule directory."""
+
+    directory: str
+    rules: tuple[CompiledRule, ...]
+    parameters: dict
+    fact_policies: dict
+    namespace: Namespace
+    heuristics: dict
+    files: dict  # display name -> sha256
+    digest: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    by_id: dict = field(default_factory=dict)
+
+    @functools.cached_property
+    def parameter_values(self) -> Mapping:
+        """name -> value of every parameter (read-only; computed once: every evaluation reads it)."""
+        return MappingProxyType({name: p.value for name, p in self.parameters.items()})
+
+    @functools.cached_property
+    def rules_by_kind(self) -> Mapping:
+        """kind -> the rules recommending it, in the order they are tried (read-only)."""
+        out: dict = {}
+        for rule in self.rules:
+            for key, value in rule.recommend:
+                if key == "kind" and isinstance(value, str):
+                    out.setdefault(value, []).append(rule)
+        return MappingProxyType({kind: tuple(rules) for kind, rules in out.items()})
+
+    def rule(self, rule_id: str) -> CompiledRule:
+        return self.by_id[rule_id]
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(Path(root.name) / path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def read_directory(directory: str | Path, sink: DiagnosticSink):
+    """Read parameters.yaml, facts.yaml and every other *.yaml file of a rule directory."""
+    root = Path(directory)
+    files, rules, parameters, policies = {}, [], {}, {}
+    if not root.is_dir():
+        sink.error(Location(str(root)), "E001", "rule directory not found")
+        return files, rules, parameters, policies
+    for path in sorted(root.glob("*.yaml")):
+        display = _display(path, root)
+        data, text = read_rule_file(path, sink, display)
+        files[display] = hashlib.sha256(text.encode()).hexdigest()
+        if data is None:
+            continue
+        if path.name == "parameters.yaml":
+            parameters = read_parameters(data, display, sink)
+        elif path.name == "facts.yaml":
+            policies = read_fact_policies(data, display, sink)
+        else:
+            rules.extend(read_rules(data, display, sink))
+    for special in SPECIAL_FILES:
+        if not (root / special).is_file():
+            sink.error(Location(str(root / special)), "E001", f"missing {special}")
+    return files, rules, parameters, policies
+
+
+def _writes(rule: Rule) -> tuple[str, ...]:
+    writes = [name for name, _ in rule.then.conclude]
+    if rule.then.recommend:
+        writes += [recommendation_key(key) for key, _ in rule.then.recommend]
+    if rule.then.warn:
+        writes.append(warning_key(rule.then.warn[0]))
+    return tuple(writes)
+
+
+def _guard(rule: Rule) -> tuple[nodes.Node, ...]:
+    """Refraction by effect: a rule matches only while what it would write is still absent."""
+    names = [name for name, _ in rule.then.conclude]
+    if rule.then.recommend:
+        names = [RECOMMENDED_KIND] + names
+    if rule.then.warn:
+        names.append(warning_key(rule.then.warn[0]))
+    return tuple(nodes.Not(0, nodes.Exists(0, nodes.Name(0, name))) for name in names)
+
+
+def _compile_rule(rule: Rule, order: int, namespace, params, sink, ranges: Ranges) -> CompiledRule:
+    conditions, reads = [], []
+    for condition in rule.when:
+        conditions.append(_checked_condition(condition, namespace, params, sink, ranges, rule.id))
+        reads += [n.id for n in nodes.names_in(condition.node) if namespace.origins.get(n.id) != "parameter"]
+    recommend = [(key, _recommend_value(rule, key, value, namespace, params, sink, ranges))
+                 for key, value in rule.then.recommend]
+    if rule.because:
+        check_template(rule.because, rule.locations.get("because", rule.location), namespace, sink, rule.id, "because")
+    if rule.then.warn:
+        where = rule.locations.get("warn.message", rule.locations.get("then", rule.location))
+        check_template(rule.then.warn[1], where, namespace, sink, rule.id, "warn.message")
+    return CompiledRule(rule.id, order, rule.priority, rule.heuristics, rule.description, rule.location,
+                        tuple(conditions) + _guard(rule), rule, tuple(dict.fromkeys(reads)), _writes(rule),
+                        tuple(recommend))
+
+
+def _checked_condition(condition: Condition, namespace, params, sink, ranges, rule_id):
+    """A condition type-checked and folded; its arithmetic proven finite (E206) when it type-checks."""
+    where = condition.location_at
+    errors = len(sink.errors)
+    check_condition(condition.node, namespace, sink, rule_id, where)
+    folded = fold(condition.node, params)
+    if len(sink.errors) == errors:
+        check_finite(folded, ranges, sink, rule_id, where, "the condition")
+    return folded
+
+
+def _recommend_value(rule, key, value, namespace, params, sink, ranges):
+    """A recommend field checked and folded; numeric fields become integers in every answer, so their
+    value must be a finite number over the ranges of its names (E206)."""
+    if not isinstance(value, Condition):
+        return value
+    where = value.location_at
+    numeric = namespace.type_of(recommendation_key(key)) == NUMBER
+    errors = len(sink.errors)
+    check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=numeric)
+    folded = fold(value.node, params)
+    huge = oversized_constant(folded)
+    if huge is not None:
+        sink.error(where(huge.pos), "E003", f"recommend.{key}: a constant here is not a finite number once "
+                   "parameters are folded in", rule=rule.id)
+    elif len(sink.errors) == errors:
+        check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
+    return folded
+
+
+def digest_of(files: dict, knowledge: Knowledge) -> str:
+    """sha256 over the rule files and the knowledge files (names and contents' digests)."""
+    sha = hashlib.sha256(DIGEST_SALT.encode())
+    for name, digest in sorted(files.items()):
+        sha.update(f"rules/{Path(name).name}:{digest}\n".encode())
+    for name, digest in sorted(knowledge.files.items()):
+        sha.update(f"knowledge/{name}:{digest}\n".encode())
+    return sha.hexdigest()
+
+
+def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: DiagnosticSink | None = None,
+                    backend=None) -> RuleSet:
+    """Load and check a rule directory; raise RuleFileError listing every error found. `backend` (a class of
+    engine/backend.py's protocol) adds its reserved names and the rule shapes it cannot run to the checks."""
+    sink = sink or DiagnosticSink()
+    files, rules, parameters, policies = read_directory(directory, sink)
+    if any(d.code == "E001" for d in sink.errors):  # the checks across files would blame the others
+        raise sink.error_report()
+    params = {name: p.value for name, p in parameters.items()}
+    namespace, ranges = _check_across(files, rules, parameters, policies, knowledge, sink, backend)
+    for policy in policies.values():
+        for default in policy.defaults:
+            if default.when:
+                _checked_condition(default.when, namespace, params, sink, ranges, None)
+    ranked = sorted(enumerate(rules), key=lambda pair: (pair[1].priority, pair[0]))
+    compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
+                     for order, (_, rule) in enumerate(ranked, start=1))
+    analyse(compiled, parameters, knowledge, namespace, sink)
+    if backend is not None:
+        report_shape_problems(backend.shape_problems(compiled), sink)
+    if sink.errors:
+        raise sink.error_report()
+    ruleset = RuleSet(str(directory), compiled, parameters, policies, namespace, knowledge.heuristics, files,
+                      digest_of(files, knowledge), tuple(sink.sorted()))
+    ruleset.by_id.update({rule.id: rule for rule in compiled})
+    return ruleset
+
+
+def _check_across(files, rules, parameters, policies, knowledge, sink, backend) -> tuple[Namespace, Ranges]:
+    """The checks across rules (crosschecks.py), and the namespace and ranges every rule is checked in."""
+    crosschecks.check_sizing_parameters(files, parameters, sink)
+    crosschecks.check_identity(rules, knowledge, sink)
+    crosschecks.check_conclusion_names(rules, parameters, sink, getattr(backend, "reserved_names", ()))
+    crosschecks.check_warning_codes(rules, sink)
+    conclusions = crosschecks.conclusions_of(rules)
+    namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
+    ranges = Ranges(namespace, conclusions, policies)
+    params = {name: p.value for name, p in parameters.items()}
+    ranges.learn_recommendations(rules, params)
+    crosschecks.check_examples(rules, knowledge, policies, params, sink)
+    return namespace, ranges
+
+
+def deciding_subset(ruleset: RuleSet, target: str) -> RuleSet:
+    """The rules that can change `target`: those that write it and, transitively, those that write what
+    they read. A rule outside the subset writes only names no rule of the subset reads, so it cannot
+    change when (or whether) a rule of the subset fires: the subset reaches the same `target`.
+    """
+    needed, kept = {target}, set()
+    grew = True
+    while grew:
+        grew = False
+        for rule in ruleset.rules:
+            if rule.id not in kept and needed.intersection(rule.writes):
+                kept.add(rule.id)
+                needed.update(rule.reads)
+                grew = True
+    rules = tuple(rule for rule in ruleset.rules if rule.id in kept)
+    return replace(ruleset, rules=rules, by_id={rule.id: rule for rule in rules})

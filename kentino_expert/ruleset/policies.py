@@ -1,0 +1,110 @@
+"""Reading rules/parameters.yaml and rules/facts.yaml: the policy numbers, and what each fact means, the
+question to ask for it and its defaults."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Location, did_you_mean
+from ..yamlsrc import LocatedDict, location_of
+from .diagnostics import DiagnosticSink
+from .rulefile import Condition, check_keys, id_list, parse_condition, text_field
+
+PARAMETER_KEYS = ("value", "unit", "heuristics", "description")
+FACT_KEYS = ("description", "ask", "default", "tasks", "answered_by")
+DEFAULT_KEYS = ("when", "value", "why")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A named policy number."""
+
+    name: str
+    value: float
+    unit: str
+    description: str
+    heuristics: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True)
+class FactDefault:
+    """A default the engine assumes for a missing fact, under an optional condition."""
+
+    value: object
+    why: str
+    when: Condition | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class FactPolicy:
+    """What a fact means, the question to ask for it, and its defaults."""
+
+    name: str
+    description: str
+    ask: str
+    defaults: tuple[FactDefault, ...]
+    location: Location
+    tasks: tuple[str, ...] = ()
+    answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
+
+
+def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Parameter]:
+    out: dict[str, Parameter] = {}
+    section = data.get("parameters") if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'parameters:' mapping")
+        return out
+    check_keys(data, ("parameters",), display, sink, "the parameters file")
+    for name, body in section.items():
+        where = section.key_locations.get(name, Location(display))
+        if not isinstance(body, dict):
+            body = LocatedDict({"value": body})
+            body.key_locations, body.value_locations, body.location = {}, {}, where
+        check_keys(body, PARAMETER_KEYS, display, sink, f"parameter '{name}'")
+        value = body.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            sink.error(location_of(body, "value", display), "E003", f"parameter '{name}' needs a numeric 'value'")
+            value = 0  # still a known name: its users are not reported as referring to an unknown one
+
+        out[str(name)] = Parameter(str(name), value, str(body.get("unit", "")), str(body.get("description", "")),
+                                   id_list(body, "heuristics", display, sink), where)
+    return out
+
+
+def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, FactPolicy]:
+    out: dict[str, FactPolicy] = {}
+    section = data.get("facts") if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'facts:' mapping")
+        return out
+    check_keys(data, ("facts",), display, sink, "the facts file")
+    for name, body in section.items():
+        where = section.key_locations.get(name, Location(display))
+        if not isinstance(body, dict):
+            sink.error(where, "E003", f"fact '{name}' must be a mapping with description/ask/default")
+            continue
+        check_keys(body, FACT_KEYS, display, sink, f"fact '{name}'")
+        defaults = []
+        raw = body.get("default", [])
+        if not isinstance(raw, list):
+            sink.error(location_of(body, "default", display), "E003", "'default' must be a list of {when, value, why}")
+            raw = []
+        for index, item in enumerate(raw):
+            item_where = location_of(raw, index, display)
+            if not isinstance(item, dict) or "value" not in item:
+                sink.error(item_where, "E003", "a default needs 'value' (and optional 'when', 'why')")
+                continue
+            check_keys(item, DEFAULT_KEYS, display, sink, f"a default of '{name}'")
+            when = parse_condition(item, "when", display, sink, None) if "when" in item else None
+            defaults.append(FactDefault(item["value"], str(item.get("why", "")), when, item_where))
+        out[str(name)] = FactPolicy(str(name), text_field(body, "description", display, sink),
+                                    text_field(body, "ask", display, sink), tuple(defaults), where,
+                                    id_list(body, "tasks", display, sink), id_list(body, "answered_by", display, sink))
+    for name, policy in out.items():
+        for other in policy.answered_by:
+            if other not in out or other == name:
+                sink.error(location_of(section[name], "answered_by", display), "E102",
+                           f"answered_by of '{name}' names '{other}', which is not another fact of this file",
+                           suggestion=did_you_mean(other, [n for n in out if n != name]))
+    return out

@@ -1,0 +1,309 @@
+"""Reading rules/*.yaml into typed rule records, collecting diagnostics (policies.py: parameters and facts)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..domain.vocabulary import KINDS, PRECISIONS
+from ..errors import Location, did_you_mean
+from ..lang import nodes, parser
+from ..lang.valuetypes import finite_number
+from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of
+from ..yamlsrc import to_plain as _plain
+from .diagnostics import DiagnosticSink
+
+RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
+THEN_KEYS = ("conclude", "recommend", "warn")
+RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
+SPECIAL_FILES = ("parameters.yaml", "facts.yaml")
+_KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One `when` entry (or another expression of a rule file): its text, its parse, where it stood, and
+    whether it was quoted (its text then starts one column after its location)."""
+
+    text: str
+    node: nodes.Node
+    location: Location
+    quoted: bool = False
+
+    def location_at(self, offset: int) -> Location:
+        """Line:column of the character at `offset` of the (one-line) expression."""
+        return offset_location(self.location, self.quoted, offset)
+
+
+def offset_location(base: Location, quoted: bool, offset: int) -> Location:
+    """Line:column of the character at `offset` of a one-line scalar that stood at `base`."""
+    shift = 1 if quoted and base.line else 0
+    return Location(base.file, base.line, base.column + shift + offset)
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What a rule does when it fires."""
+
+    conclude: tuple[tuple[str, object], ...] = ()
+    recommend: tuple[tuple[str, object], ...] = ()  # key -> literal or Condition(expression)
+    warn: tuple[str, str] | None = None  # (code, message template)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule as the product manager wrote it."""
+
+    id: str
+    heuristics: tuple[str, ...]
+    description: str
+    priority: float
+    when: tuple[Condition, ...]
+    then: Effects
+    because: str
+    example: dict | None
+    location: Location
+    locations: dict  # key -> Location, for diagnostics
+
+
+def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
+    """Parse one YAML file; on a syntax error record E001 and return None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        sink.error(Location(display), "E001", f"cannot read file: {exc}")
+        return None, ""
+    try:
+        return load_yaml(text, display), text
+    except YamlSourceError as exc:
+        sink.error(exc.location, "E001", exc.message)
+        return None, text
+
+
+def parse_condition(container, key, display: str, sink: DiagnosticSink, rule_id: str | None):
+    """Parse a condition string; record E101 at the exact column on failure."""
+    text = container[key]
+    if isinstance(text, bool):
+        text = "true" if text else "false"
+    if not isinstance(text, str):
+        sink.error(location_of(container, key, display), "E003",
+                   "a condition must be a string such as \"params_b >= cliff_params_b\"", rule=rule_id)
+        return None
+    quoted = is_quoted(container, key)
+    try:
+        node = parser.parse(text)
+    except parser.ExprSyntaxError as exc:
+        where = offset_location(location_of(container, key, display), quoted, exc.offset)
+        sink.error(where, "E101", exc.message, rule=rule_id)
+        return None
+    return Condition(text, node, location_of(container, key, display), quoted)
+
+
+def check_keys(mapping: LocatedDict, allowed, display: str, sink: DiagnosticSink, what: str,
+               rule_id: str | None = None) -> None:
+    for key in mapping:
+        if key not in allowed:
+            where = mapping.key_locations.get(key, Location(display))
+            sink.error(where, "E002", f"unknown key '{key}' in {what}", rule=rule_id,
+                       suggestion=did_you_mean(str(key), allowed))
+
+
+def text_field(mapping, key, display, sink, rule_id=None, required=True) -> str:
+    value = mapping.get(key)
+    if value is None:
+        if required:
+            sink.error(getattr(mapping, "location", Location(display)), "E004", f"missing '{key}'", rule=rule_id)
+        return ""
+    if not isinstance(value, str):
+        sink.error(location_of(mapping, key, display), "E003", f"'{key}' must be a string", rule=rule_id)
+        return ""
+    return value
+
+
+def id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
+    value = mapping.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        sink.error(location_of(mapping, key, display), "E003", f"'{key}' must be a list of ids", rule=rule_id)
+        return ()
+    return tuple(value)
+
+
+def _read_effects(rule_map, display, sink, rule_id) -> Effects:
+    then = rule_map.get("then")
+    if not isinstance(then, dict) or not then:
+        sink.error(location_of(rule_map, "then", display), "E004",
+                   "a rule needs 'then' with conclude, recommend or warn", rule=rule_id)
+        return Effects()
+    check_keys(then, THEN_KEYS, display, sink, "then", rule_id)
+    conclude, recommend, warn = (), (), None
+    if "conclude" in then:
+        body = then["conclude"]
+        if not isinstance(body, dict) or not body:
+            sink.error(location_of(then, "conclude", display), "E003", "'conclude' maps names to values", rule=rule_id)
+        else:
+            for name, value in body.items():
+                if not isinstance(value, (bool, int, float, str)) or (
+                        isinstance(value, (int, float)) and not isinstance(value, bool) and not finite_number(value)):
+                    sink.error(location_of(body, name, display), "E003",
+                               f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
+                               rule=rule_id)
+                elif not re.match(r"^[a-z][a-z0-9_]*$", str(name)):
+                    sink.error(body.key_locations[name], "E003", f"conclusion name '{name}' must be snake_case",
+                               rule=rule_id)
+                else:
+                    conclude += ((str(name), value),)
+    if "recommend" in then:
+        recommend = _read_recommend(then, display, sink, rule_id)
+    if "warn" in then:
+        warn = _read_warn(then, display, sink, rule_id)
+    return Effects(conclude, recommend, warn)
+
+
+def _read_recommend(then, display, sink, rule_id):
+    body = then["recommend"]
+    if not isinstance(body, dict):
+        sink.error(location_of(then, "recommend", display), "E003", "'recommend' must be a mapping", rule=rule_id)
+        return ()
+    check_keys(body, RECOMMEND_KEYS, display, sink, "recommend", rule_id)
+    out = []
+    kind = body.get("kind")
+    if kind not in KINDS:
+        sink.error(location_of(body, "kind", display), "E003" if "kind" in body else "E004",
+                   f"recommend.kind must be one of {', '.join(KINDS)}", rule=rule_id,
+                   suggestion=did_you_mean(str(kind), KINDS) if kind else None)
+    if "precision" in body and body["precision"] not in PRECISIONS:
+        precision = body["precision"]
+        if isinstance(precision, str):
+            message, suggestion = f"unknown precision '{precision}'", did_you_mean(precision, PRECISIONS)
+        else:
+            message, suggestion = f"recommend.precision must be one of {', '.join(PRECISIONS)}", None
+        sink.error(location_of(body, "precision", display), "E003", message, rule=rule_id, suggestion=suggestion)
+    for key in RECOMMEND_KEYS:
+        if key not in body:
+            continue
+        value = body[key]
+        if key in ("kind", "precision"):
+            out.append((key, value))
+        elif isinstance(value, bool) or value is None:
+            sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a number or an expression",
+                       rule=rule_id)
+        elif isinstance(value, (int, float)):
+            if finite_number(value):
+                out.append((key, value))
+            else:  # YAML's .inf/.nan: no count and no JSON answer can hold it
+                sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a finite number",
+                           rule=rule_id)
+        else:
+            condition = parse_condition(body, key, display, sink, rule_id)
+            if condition:
+                out.append((key, condition))
+    return tuple(out)
+
+
+def _read_warn(then, display, sink, rule_id):
+    body = then["warn"]
+    if not isinstance(body, dict):
+        sink.error(location_of(then, "warn", display), "E003", "'warn' needs 'code' and 'message'", rule=rule_id)
+        return None
+    check_keys(body, ("code", "message"), display, sink, "warn", rule_id)
+    code = text_field(body, "code", display, sink, rule_id)
+    if code and not _KEBAB.match(code):
+        sink.error(location_of(body, "code", display), "E003", f"warning code '{code}' must be kebab-case",
+                   rule=rule_id)
+    return (code, text_field(body, "message", display, sink, rule_id))
+
+
+def _read_when(rule_map, display, sink, rule_id) -> tuple[Condition, ...]:
+    when = rule_map.get("when")
+    if when is None:
+        sink.error(getattr(rule_map, "location", Location(display)), "E004", "a rule needs 'when'", rule=rule_id)
+        return ()
+    holder, keys = rule_map, ["when"]
+    if isinstance(when, list):
+        holder, keys = when, list(range(len(when)))
+        if not when:
+            sink.error(location_of(rule_map, "when", display), "E003", "'when' needs at least one condition",
+                       rule=rule_id)
+    out = []
+    for key in keys:
+        condition = parse_condition(holder, key, display, sink, rule_id)
+        if condition:
+            out.append(condition)
+    return tuple(out)
+
+
+def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
+    """One entry of a `rules:` list, or None when it is too broken to use."""
+    where = getattr(rule_map, "location", Location(display))
+    if not isinstance(rule_map, dict):
+        sink.error(where, "E003", "each rule must be a mapping with id, when, then")
+        return None
+    rule_id = rule_map.get("id")
+    if not isinstance(rule_id, str) or not _KEBAB.match(rule_id):
+        sink.error(location_of(rule_map, "id", display), "E003" if "id" in rule_map else "E004",
+                   "a rule needs an 'id' in kebab-case (e.g. fits-one-node-at-fp8)")
+        rule_id = str(rule_id) if rule_id is not None else None
+    check_keys(rule_map, RULE_KEYS, display, sink, "a rule", rule_id)
+    priority = _priority(rule_map, display, sink, rule_id)
+    example = rule_map.get("example")
+    if example is not None and not isinstance(example, dict):
+        sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts",
+                   rule=rule_id)
+        example = None
+    rule = Rule(
+        id=rule_id or "?", heuristics=id_list(rule_map, "heuristics", display, sink, rule_id),
+        description=text_field(rule_map, "description", display, sink, rule_id, required=False),
+        priority=priority, when=_read_when(rule_map, display, sink, rule_id),
+        then=_read_effects(rule_map, display, sink, rule_id),
+        because=text_field(rule_map, "because", display, sink, rule_id),
+        example=_plain(example) if example else None, location=where,
+        locations={**{key: location_of(rule_map, key, display) for key in rule_map},
+                   **_inner_locations(rule_map, display)},
+    )
+    return rule if rule_id else None
+
+
+
+MAX_PRIORITY = 1_000_000  # far beyond any real ordering; keeps every priority an ordinary finite number
+
+
+def _priority(rule_map, display, sink, rule_id) -> float:
+    """The rule's priority: a finite number within ±MAX_PRIORITY (NaN sorts nowhere, and a
+    400-digit integer overflows every float conversion downstream)."""
+    priority = rule_map.get("priority", 1000)
+    where = location_of(rule_map, "priority", display)
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        sink.error(where, "E003", "'priority' must be a number", rule=rule_id)
+        return 1000
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:  # false for NaN too
+        sink.error(where, "E003", f"'priority' must be a finite number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}",
+                   rule=rule_id)
+        return 1000
+    return priority
+
+
+def _inner_locations(rule_map, display) -> dict:
+    """Where the parts of `then` and `example` stood: 'conclude:<name>' (its key), 'warn.code',
+    'warn.message' and 'example:<fact>' (values), so diagnostics point at the part at fault."""
+    out = {}
+    then = rule_map.get("then")
+    if isinstance(then, LocatedDict):
+        conclude, warn = then.get("conclude"), then.get("warn")
+        if isinstance(conclude, LocatedDict):
+            out.update({f"conclude:{name}": where for name, where in conclude.key_locations.items()})
+        if isinstance(warn, LocatedDict):
+            out.update({f"warn.{key}": location_of(warn, key, display) for key in ("code", "message") if key in warn})
+    example = rule_map.get("example")
+    if isinstance(example, LocatedDict):
+        out.update({f"example:{key}": location_of(example, key, display) for key in example})
+    return out
+
+
+def read_rules(data, display: str, sink: DiagnosticSink) -> list[Rule]:
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'rules:' list")
+        return []
+    check_keys(data, ("rules",), display, sink, "a rule file")
+    return [rule for rule in (read_rule(item, display, sink) for item in data["rules"]) if rule]

@@ -1,0 +1,286 @@
+"""Who may ask what: the Host allowlist, bearer tokens with scopes, JSON-only POST bodies, and a bounded
+number of decision-log reads at once, as one ASGI middleware in front of the app.
+
+- Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
+  page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
+- Scopes: routes under /v1/decisions need `read`, routes under /v1/admin need `admin`; the admin
+  token also reads. With no token configured the log is open (loopback use); with any token
+  configured every log read needs one. With no admin token, HTTP reload is off (403).
+- POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
+  CORS preflight, which this service never grants.
+- Log reads run at most `log_readers` at a time; the others wait on the event loop, so readers
+  cannot take the threads and the CPU decisions need.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import os
+import weakref
+from dataclasses import dataclass
+
+from starlette.routing import Match
+
+READ, ADMIN = "read", "admin"
+SCOPE_PREFIXES = (("/v1/decisions", READ), ("/v1/admin", ADMIN))
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+ANY_HOST = "*"
+REALM = "kentino-expert"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Tokens and allowed Host names of one app (None: that token is not configured)."""
+    read_token: str | None = None
+    admin_token: str | None = None
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    log_readers: int = 2
+
+    @classmethod
+    def resolve(cls, read_token=None, admin_token=None, allowed_hosts=None, log_readers: int = 2) -> Access:
+        """Given values first, else KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN, KENTINO_ALLOWED_HOSTS (comma-separated)."""
+        read = read_token if read_token is not None else os.environ.get("KENTINO_READ_TOKEN")
+        admin = admin_token if admin_token is not None else os.environ.get("KENTINO_ADMIN_TOKEN")
+        if allowed_hosts is None:
+            listed = os.environ.get("KENTINO_ALLOWED_HOSTS", "")
+            allowed_hosts = [h for h in (part.strip() for part in listed.split(",")) if h] or LOOPBACK_HOSTS
+        return cls(read or None, admin or None, tuple(check_host_entry(h) for h in allowed_hosts), log_readers)
+
+
+# -- Host -------------------------------------------------------------------------------------------
+
+def check_host_entry(entry: str) -> str:
+    """An --allowed-host value, lower-cased; ValueError for what is not a host name, address or '*'."""
+    entry = entry.strip().lower()
+    if not entry or any(c in entry for c in "/ \t@?#,") or entry.count(":") > 1 and not entry.startswith("["):
+        raise ValueError(f"'{entry}' is not a host name (give e.g. api.example.com, 10.0.0.5 or [::1], "
+                         f"optionally with :port)")
+    return entry
+
+
+def split_host(value: str) -> tuple[str, str | None]:
+    """('name', 'port' or None) of a Host header value or an allowlist entry."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, _, rest = value.partition("]")
+        return name + "]", rest[1:] if rest.startswith(":") else None
+    name, colon, port = value.rpartition(":")
+    return (name, port) if colon and port.isdigit() else (value, None)
+
+
+def host_allowed(header: str | None, allowed: tuple[str, ...]) -> bool:
+    """The Host header names an allowed host (an entry without a port allows any port)."""
+    if ANY_HOST in allowed:
+        return True
+    if not header:
+        return False
+    name, port = split_host(header)
+    for entry in allowed:
+        allowed_name, allowed_port = split_host(entry)
+        if name == allowed_name and (allowed_port is None or allowed_port == port):
+            return True
+    return False
+
+
+def is_loopback(bind_host: str) -> bool:
+    """Whether `serve --host` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    if bind_host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind_host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_allowed_hosts(bind_host: str) -> tuple[str, ...] | None:
+    """The loopback names (and the bound address) for a loopback bind; None: the operator must say."""
+    if not is_loopback(bind_host):
+        return None
+    own = f"[{bind_host}]" if ":" in bind_host else bind_host.lower()
+    return LOOPBACK_HOSTS + (() if own in LOOPBACK_HOSTS else (own,))
+
+
+# -- tokens -----------------------------------------------------------------------------------------
+
+def bearer_credentials(header: bytes | None) -> bytes | None:
+    """The token of `Authorization: Bearer <token>` (the scheme in any case, RFC 7235), else None."""
+    scheme, _, credentials = (header or b"").strip().partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    return credentials.strip()
+
+
+def token_matches(given: bytes | None, token: str | None) -> bool:
+    """Constant-time comparison; a token that is not configured matches nothing."""
+    if given is None or not token:
+        return False
+    return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
+
+
+def authorise(needed: str, header: bytes | None, access: Access) -> tuple[int, str, str] | None:
+    """None if allowed, else (status, message, WWW-Authenticate value or '')."""
+    if needed == ADMIN and not access.admin_token:
+        return 403, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
+                     "server still reloads)"), ""
+    if needed == READ and not (access.read_token or access.admin_token):
+        return None
+    given = bearer_credentials(header)
+    is_admin = token_matches(given, access.admin_token)
+    is_reader = token_matches(given, access.read_token)
+    if is_admin or (needed == READ and is_reader):
+        return None
+    token_name = "KENTINO_ADMIN_TOKEN" if needed == ADMIN else "KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN"
+    if is_reader:  # a valid read token on an admin route
+        return 403, "this needs the admin token; the read token only reads", \
+            f'Bearer realm="{REALM}", error="insufficient_scope", scope="{needed}"'
+    error = ', error="invalid_token"' if given is not None else ""
+    return 401, f"a valid 'Authorization: Bearer <{token_name}>' is required", \
+        f'Bearer realm="{REALM}"{error}, scope="{needed}"'
+
+
+# -- content type -----------------------------------------------------------------------------------
+
+def is_json_media_type(value: str) -> bool:
+    """application/json or application/*+json, with no charset but UTF-8."""
+    media_type, *params = [part.strip() for part in value.split(";")]
+    media_type = media_type.lower()
+    if media_type != "application/json" and not (media_type.startswith("application/")
+                                                 and media_type.endswith("+json")):
+        return False
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset" and val.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
+def has_body(headers: dict) -> bool:
+    """The request says a body follows (a Content-Length above 0, or any Transfer-Encoding)."""
+    length = headers.get(b"content-length")
+    if b"transfer-encoding" in headers:
+        return True
+    try:
+        return length is not None and int(length) > 0
+    except ValueError:
+        return True
+
+
+# -- the middleware ---------------------------------------------------------------------------------
+
+def refusal(send, status: int, field: str | None, message: str, extra_headers=()):
+    body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *extra_headers]
+
+    async def respond():
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    return respond()
+
+
+class Guard:
+    """ASGI middleware enforcing an `Access` in front of `app`; `routes` are the app's routes (for scopes)."""
+
+    def __init__(self, app, access: Access, routes):
+        self.app, self.access, self._routes = app, access, routes
+        self._protected = None
+        self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _scope_of(self, scope) -> str | None:
+        if self._protected is None:  # after every route is registered
+            self._protected = [(route, needed) for route in self._routes for prefix, needed in SCOPE_PREFIXES
+                               if getattr(route, "path", "").startswith(prefix)]
+        for route, needed in self._protected:
+            if route.matches(scope)[0] is not Match.NONE:
+                return needed
+        return None
+
+    def _gate(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.access.log_readers)
+        return gate
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers, hosts = {}, 0
+        for name, value in scope["headers"]:
+            headers.setdefault(name, value)  # the first, as Starlette reads them
+            hosts += name == b"host"
+        host = headers.get(b"host", b"").decode("latin-1")
+        if hosts > 1 or not host_allowed(host, self.access.allowed_hosts):
+            await refusal(send, 400, "host", f"this service does not answer to the Host '{host[:100]}' "
+                                             f"(see --allowed-host)")
+            return
+        needed = self._scope_of(scope)
+        if needed is not None:
+            denied = authorise(needed, headers.get(b"authorization"), self.access)
+            if denied is not None:
+                status, message, challenge = denied
+                extra = [(b"www-authenticate", challenge.encode())] if challenge else []
+                await refusal(send, status, "authorization", message, extra)
+                return
+        if scope["method"] == "POST":
+            content_type = headers.get(b"content-type")
+            if content_type is not None or has_body(headers):
+                label = (content_type or b"").decode("latin-1")
+                if not is_json_media_type(label):
+                    await refusal(send, 415, "content-type", f"the body must be JSON (Content-Type: application/json), "
+                                                             f"not '{label[:60] or 'unlabelled'}'")
+                    return
+        if needed == READ:
+            async with self._gate():
+                await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+# -- the OpenAPI document ---------------------------------------------------------------------------
+
+ERROR_SCHEMA = {"type": "object", "required": ["detail"], "properties": {"detail": {
+    "type": "array", "minItems": 1, "items": {"type": "object", "required": ["field", "message"], "properties": {
+        "field": {"type": ["string", "null"]}, "message": {"type": "string"}}}}}}
+SECURITY_SCHEMES = {
+    "readToken": {"type": "http", "scheme": "bearer",
+                  "description": "KENTINO_READ_TOKEN: reads the decision log and its explanations."},
+    "adminToken": {"type": "http", "scheme": "bearer",
+                   "description": "KENTINO_ADMIN_TOKEN: reloads the rules, and reads what the read token reads."}}
+AUTH_RESPONSES = {
+    READ: {"401": "{detail: [{field, message}]}: a read or admin bearer token is required (WWW-Authenticate)"},
+    ADMIN: {"401": "{detail: [{field, message}]}: the admin bearer token is required (WWW-Authenticate)",
+            "403": "{detail: [{field, message}]}: a read token, or HTTP reload is off (no admin token configured)"}}
+
+
+def document_access(spec: dict, access: Access) -> dict:
+    """The OpenAPI document with the bearer schemes, each operation's security, and the error bodies."""
+    components = spec.setdefault("components", {})
+    components["securitySchemes"] = SECURITY_SCHEMES
+    schemas = components.setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    anyone = [] if access.read_token or access.admin_token else [{}]
+    for path, operations in spec.get("paths", {}).items():
+        needed = next((n for prefix, n in SCOPE_PREFIXES if path.startswith(prefix)), None)
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            if needed is not None:
+                operation["security"] = ([{"readToken": []}, {"adminToken": []}] + anyone if needed == READ
+                                         else [{"adminToken": []}])
+                for code, text in AUTH_RESPONSES[needed].items():
+                    responses.setdefault(code, {"description": text})
+            if method == "post":
+                responses.setdefault("415", {"description": "{detail: [{field, message}]}: the body is not "
+                                                            "labelled JSON (Content-Type: application/json)"})
+            for code, response in responses.items():
+                content = response.get("content", {})
+                if code[0] in "45" and (not content or "HTTPValidationError" in json.dumps(content)):
+                    response["content"] = error
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if unused not in json.dumps(spec.get("paths", {})):
+            schemas.pop(unused, None)
+    return spec

@@ -1,0 +1,208 @@
+"""The service's edges: strict parsing of request bodies, deciding off the event loop, HEAD as GET, and the facts
+schema as JSON Schema and LLM tool."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import weakref
+
+import anyio
+from starlette.requests import ClientDisconnect, Request
+
+from .. import fastjson
+from ..decisions.meta import MAX_TURN, check_meta
+from ..domain.workload import strict_json_loads
+from ..ruleset.schemas import facts_schema
+from .decide import decide
+
+MAX_BODY = 1_000_000
+DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
+META_KEYS = ("session_id", "turn")
+TOOL_NAME = "kentino_recommend"
+TOOL_DESCRIPTION = (
+    "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
+    "InfiniBand cluster, or frontier-scale) for an AI workload, with the reasons, the rules that fired, "
+    "and the questions still worth asking. Only `task` is required; give every other fact you know.")
+
+
+class BadRequest(Exception):
+    """A client mistake, answered with 422 and the field it concerns."""
+
+    def __init__(self, field: str | None, message: str, status: int = 422):
+        super().__init__(message)
+        self.field, self.message, self.status = field, message, status
+
+
+# -- request parsing --------------------------------------------------------------------------------
+
+def parse_body(raw: bytes):
+    """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, bounded nesting."""
+    if not raw.strip():
+        raise BadRequest("facts", "empty body: expected a JSON object of facts such as {\"task\": \"inference\"}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("facts", "the body is not UTF-8 text") from None
+
+    try:
+        return strict_json_loads(text)
+    except RecursionError:
+        raise BadRequest("facts", "the JSON nests too deeply") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise BadRequest("facts", "invalid JSON: a number has more than 4300 digits") from None
+        raise BadRequest("facts", f"invalid JSON: {exc}") from None
+
+
+def split_meta(data, query) -> tuple[dict, str | None, int | None]:
+    """(facts, session_id, turn): the meta keys come from the body's top level or the query string."""
+    if not isinstance(data, dict):
+        kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
+                                            int: "a number", float: "a number"}.get(type(data), type(data).__name__)
+        raise BadRequest("facts", f"expected a JSON object of facts, got {kind}")
+    for key in META_KEYS:  # which of two values was meant cannot be known: refused, not guessed
+        if len(query.getlist(key)) > 1:
+            raise BadRequest(key, "given more than once in the query string")
+    facts = {k: v for k, v in data.items() if k not in META_KEYS}
+    session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
+                                  data.get("turn", query.get("turn")))
+    return facts, session_id, turn
+
+
+def check_encoding(request: Request) -> None:
+    """Refuse a compressed body (415) rather than parse its bytes as JSON."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise BadRequest("content-encoding", f"content encoding '{encoding[:40]}' is not supported: send the "
+                         "JSON body uncompressed", 415)
+
+
+async def read_limited(request: Request) -> bytes:
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > MAX_BODY:
+        raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone, or closed by the body-read timeout: no one reads the answer
+        raise BadRequest("facts", "the client went away before the body was read", 400) from None
+    return b"".join(chunks)
+
+
+# -- deciding off the event loop ------------------------------------------------------------------
+
+_deciders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _limiter_of_this_loop() -> anyio.CapacityLimiter:
+    """One limiter per event loop (a TestClient runs each client on a loop of its own)."""
+    loop = asyncio.get_running_loop()
+    limiter = _deciders.get(loop)
+    if limiter is None:
+        limiter = _deciders[loop] = anyio.CapacityLimiter(DECIDERS)
+    return limiter
+
+
+async def decide_off_loop(holder, decision_log, raw: bytes, query) -> bytes:
+    """The response body for a POST /v1/recommend body, all of it worked out in a worker thread:
+    the event loop stays free for other requests however long a decision takes (commits still group)."""
+    return await anyio.to_thread.run_sync(decide_and_record, holder, decision_log, raw, query,
+                                          limiter=_limiter_of_this_loop())
+
+
+def decide_and_record(holder, decision_log, raw: bytes, query) -> bytes:
+    """Parse, decide (or take the cached evaluation), commit, render: one request's work."""
+    facts, session_id, turn = split_meta(parse_body(raw), query)
+    expert = holder.current()  # one snapshot for the whole decision
+    logger = logging.getLogger("uvicorn.error")  # arithmetic failing on extreme facts: the client's 422
+    decision = decide(expert, decision_log, facts, "http", session_id, turn, logger)
+    return fastjson.dumps_bytes(decision.response())
+
+
+# -- schemas ----------------------------------------------------------------------------------------
+
+def inline_refs(schema: dict) -> dict:
+    """The schema with every local $ref replaced by its definition (LLM tool formats want no $defs)."""
+    schema = copy.deepcopy(schema)
+    defs = schema.pop("$defs", {})
+
+    def walk(node, depth=0):
+        if depth > 20:
+            return node
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+                merged = {**walk(copy.deepcopy(defs[ref[8:]]), depth + 1),
+                          **{k: walk(v, depth + 1) for k, v in node.items() if k != "$ref"}}
+                return merged
+            return {k: walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, depth + 1) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def facts_schema_for(ruleset, knowledge=None) -> dict:
+    """JSON Schema of the facts, each property with its description, the question to ask (`x-ask`)
+    and, given the knowledge catalog, the catalog names it accepts."""
+    schema = facts_schema(ruleset, knowledge)
+    schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
+    build = schema.get("$defs", {}).get("ProposedBuild")
+    policy = ruleset.fact_policies.get("proposed_build")
+    if build is not None and policy is not None:
+        schema["properties"]["proposed_build"].setdefault("description", policy.description)
+    return schema
+
+
+def tool_definition(ruleset, knowledge=None) -> dict:
+    """The facts schema as an LLM tool/function definition (no $defs, no $schema)."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
+    schema.pop("title", None)
+    schema.pop("$schema", None)
+    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
+
+
+def request_schema(ruleset, knowledge=None) -> dict:
+    """The body of POST /v1/recommend: the facts schema plus the conversation keys."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
+    schema.pop("$schema", None)
+    schema["properties"]["session_id"] = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200},
+                                                    {"type": "integer"}, {"type": "null"}],
+                                          "description": "Conversation id (stripped before validation; null: none)."}
+    schema["properties"]["turn"] = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TURN},
+                                              {"type": "null"}],
+                                    "description": "Turn of the conversation (stripped before validation; null: none)."}
+    return schema
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same URL, without the body (load balancers probe with HEAD;
+    FastAPI routes a GET route's HEAD to a 405). A POST-only path still answers 405."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def allow_with_head(allow: str) -> str:
+    methods = [m.strip() for m in allow.split(",") if m.strip()]
+    return ", ".join(methods + ["HEAD"]) if "GET" in methods and "HEAD" not in methods else allow

@@ -1,0 +1,148 @@
+"""Several worker processes on one port, each with its own SO_REUSEPORT socket (`serve --workers N`).
+
+uvicorn's own `--workers` shares one listening socket, and with kept-alive connections (what a
+chat bot's HTTP client keeps) one worker tends to accept them all: measured here, 16 connections
+went 16 to 0 and two workers served no more than one. With a socket per worker the kernel spreads
+new connections across the workers. The supervisor forwards SIGHUP (reload the rules) to every
+worker, restarts a worker that dies, and stops them all on SIGINT/SIGTERM. Where the platform has
+no SO_REUSEPORT, `reuse_port_available()` is False and the caller falls back to uvicorn's workers.
+Every worker serves through http_limits' protocol, with the limits the supervisor was given.
+
+A reload through one worker's POST /v1/admin/reload reaches the others through the mtime of a
+marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named by its
+/proc/<pid>/fd path, so that nothing is left on disk however the supervisor ends, SIGKILL included.
+"""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import uvicorn
+
+from .http_limits import HttpLimits, server_config
+
+DEFAULTS = HttpLimits()
+
+APP = "kentino_expert.service.app:app_from_env"
+BACKLOG = 2048
+
+
+def reuse_port_available() -> bool:
+    return hasattr(socket, "SO_REUSEPORT") and sys.platform.startswith("linux")
+
+
+def _socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGTERM when the supervisor dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@contextmanager
+def reload_marker():
+    """A path whose mtime tells the workers to reload, gone with the supervisor (see the module docstring)."""
+    proc_fds = Path(f"/proc/{os.getpid()}/fd")
+    if hasattr(os, "memfd_create") and proc_fds.is_dir():
+        fd = os.memfd_create("kentino-reload")
+        try:
+            yield str(proc_fds / str(fd))
+        finally:
+            os.close(fd)
+        return
+    directory = tempfile.mkdtemp(prefix="kentino-reload-")  # elsewhere: removed when the supervisor exits
+    try:
+        marker = Path(directory) / "marker"
+        marker.touch()
+        yield str(marker)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
+    _die_with_parent()
+    if os.getppid() != parent:  # the supervisor died before the line above took effect
+        return
+    sock = _socket(host, port)
+    sock.listen(BACKLOG)
+    config = server_config(APP, limits, factory=True, log_level=log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+class Supervisor:
+    """Start `count` workers on (host, port); `run()` blocks until SIGINT/SIGTERM."""
+
+    def __init__(self, host: str, port: int, count: int, log_level: str = "info", limits: HttpLimits = DEFAULTS):
+        self.host, self.count, self.log_level, self.limits = host, count, log_level, limits
+        # bound, never listening: it fixes the port (port 0 picks one) without taking connections
+        self._holder = _socket(host, port)
+        self.port = self._holder.getsockname()[1]
+        self._context = multiprocessing.get_context("spawn")
+        self._workers: list = []
+        self._stopping = False
+
+    def _start_one(self):
+        process = self._context.Process(target=_worker, daemon=False,
+                                        args=(self.host, self.port, self.log_level, os.getpid(), self.limits))
+        process.start()
+        return process
+
+    def _forward(self, signum):
+        for process in self._workers:
+            if process.is_alive():
+                with suppress(OSError):  # it has just exited
+                    os.kill(process.pid, signum)
+
+    def run(self) -> None:
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        signal.signal(signal.SIGHUP, lambda *_: self._forward(signal.SIGHUP))
+        signal.signal(signal.SIGINT, lambda *_: self._stop())
+        signal.signal(signal.SIGTERM, lambda *_: self._stop())
+        try:
+            self._workers = [self._start_one() for _ in range(self.count)]
+            print(f"kentino-expert: {self.count} workers on http://{self.host}:{self.port} (supervisor pid "
+                  f"{os.getpid()}; SIGHUP reloads the rules, Ctrl+C stops)", file=sys.stderr, flush=True)
+            while not self._stopping:
+                time.sleep(0.2)
+                for index, process in enumerate(self._workers):
+                    if not process.is_alive() and not self._stopping:
+                        print(f"kentino-expert: worker {process.pid} exited ({process.exitcode}); starting another",
+                              file=sys.stderr, flush=True)
+                        time.sleep(0.5)  # a worker that cannot start must not spin
+                        self._workers[index] = self._start_one()
+        finally:
+            self._shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self._holder.close()
+
+    def _stop(self):
+        self._stopping = True
+
+    def _shutdown(self, grace: float = 15.0):
+        self._forward(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in self._workers:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(5)
