@@ -6,6 +6,7 @@ through the proxy, HAProxy's admin socket, and SQL on the decision log. Every wa
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import select
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
 from replica_load import PUBLIC_HOST
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,8 +107,7 @@ class Replica:
 
     def start(self) -> None:
         self.starts += 1
-        log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")
-        with log:
+        with open(self.log_dir / f"{self.name}-{self.starts}.log", "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             cwd=str(self.log_dir),
                                             env={**os.environ, **self.tokens, "PYTHONUNBUFFERED": "1"})
@@ -207,7 +208,7 @@ class HAProxy:
             return {}
         lines = self.command("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
-        rows = (dict(zip(header, line.split(","))) for line in lines[1:] if line)
+        rows = (dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line)
         return {row["svname"]: row for row in rows if row["pxname"] == BACKEND and row["svname"] != "BACKEND"}
 
     def status(self, server: str) -> str:
@@ -262,7 +263,7 @@ class CuttableLink:
             while self._listening.is_set():
                 try:
                     client, _ = listener.accept()
-                except (socket.timeout, OSError):
+                except (TimeoutError, OSError):
                     continue
                 try:
                     upstream = socket.create_connection(self.target, timeout=5)
@@ -284,10 +285,8 @@ class CuttableLink:
         except OSError:
             pass
         for end in (source, sink):
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def cut(self) -> None:
         """Stop listening (new connections are refused) and close every forwarded connection."""
@@ -297,10 +296,8 @@ class CuttableLink:
         with self._lock:
             ends, self._sockets = self._sockets, []
         for end in ends:
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
 
 
@@ -325,7 +322,8 @@ class Deployment:
             parts = urlsplit(db_url)
             self.link = CuttableLink((parts.hostname or "127.0.0.1", parts.port or 5432))
             urls[0] = url_via(db_url, self.link.port)
-        self.tokens = {"KENTINO_READ_TOKEN": secrets.token_urlsafe(24), "KENTINO_ADMIN_TOKEN": secrets.token_urlsafe(24)}
+        self.tokens = {"KENTINO_READ_TOKEN": secrets.token_urlsafe(24),
+                       "KENTINO_ADMIN_TOKEN": secrets.token_urlsafe(24)}
         self.replicas = [Replica(f"replica{i}", free_port(), url, work_dir, self.tokens)
                          for i, url in enumerate(urls, start=1)]
         tls = {}
