@@ -213,12 +213,21 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
 @click.argument("outdir", type=click.Path())
 @rules_option
 @knowledge_option
-def rules_docs(outdir, rules_dir, knowledge_dir):
+@click.option("--guides", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Also refresh the generated tables in the guides (*.md) of this directory.")
+def rules_docs(outdir, rules_dir, knowledge_dir, guides):
     """Write one Markdown page per rule and an index to OUTDIR."""
     from .docs import write_docs
     expert = _expert(rules_dir, knowledge_dir)
     written = write_docs(expert, outdir)
     click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
+    if guides is not None:
+        from .reference_tables import refresh_guides
+        try:
+            changed = refresh_guides(guides, expert.ruleset, expert.knowledge)
+        except (KentinoError, OSError) as exc:
+            raise UserError(f"{guides}: {exc}" if isinstance(exc, OSError) else str(exc)) from None
+        click.echo(f"refreshed the generated tables of {len(changed)} guide(s) in {guides}")
 
 
 @rules_group.command("examples")
