@@ -1,4 +1,5 @@
-"""Reading the README's shell transcripts and replaying them in one bash session, as a person would type them."""
+"""Reading the shell transcripts of the README and the guides (docs/*.md) and replaying them, one bash per session,
+as a person would type them."""
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+# Every document whose transcripts are replayed: the README and each guide in docs/.
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # Where the README's outputs show this checkout: commands name the directories they read, and the
 # checkout's absolute path depends on where it was cloned.
 README_CHECKOUT = "/home/you/kentino-expert"
@@ -42,6 +45,7 @@ class Block:
     lines: list = field(default_factory=list)
     marker: str | None = None
     save_to: str | None = None
+    document: str = "README.md"
 
     @property
     def body(self) -> str:
@@ -50,21 +54,30 @@ class Block:
 
 @dataclass(frozen=True)
 class Command:
-    """One `$ ` command of a transcript block and the output shown under it."""
+    """One `$ ` command of a transcript block and the output shown under it, and where it is shown."""
     line: int
     text: str
     expected: str
+    document: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
 
-@functools.lru_cache(maxsize=1)
-def _readme_text() -> str:
-    return README.read_text(encoding="utf-8")
+@functools.cache
+def _text_of(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
-def section(heading: str) -> tuple[str, int]:
-    """The text of one `## ` section of the README and the line it starts on (a `## ` line inside a fenced
+def relative(path: Path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+def section(heading: str, path: Path = README) -> tuple[str, int]:
+    """The text of one `## ` section of a document and the line it starts on (a `## ` line inside a fenced
     block, such as a Markdown report shown, does not end it)."""
-    text = _readme_text()
+    text = _text_of(path)
     start = text.index(f"\n{heading}\n") + 1
     end, fenced = len(text), False
     offset = start + len(heading) + 1
@@ -78,13 +91,25 @@ def section(heading: str) -> tuple[str, int]:
     return text[start:end], text.count("\n", 0, start) + 1
 
 
-def fenced_blocks(text: str, first_line: int) -> list[Block]:
+@dataclass(frozen=True)
+class Part:
+    """Text of a document to replay: the whole document, or one section of it."""
+    document: str
+    text: str
+    first_line: int = 1
+
+
+def whole(path: Path) -> Part:
+    return Part(relative(path), _text_of(path))
+
+
+def fenced_blocks(text: str, first_line: int, document: str = "README.md") -> list[Block]:
     blocks, current, last_text = [], None, ""
     for number, line in enumerate(text.splitlines(), first_line):
         if current is None and line.startswith("```"):
             marker = MARKER.fullmatch(last_text.strip())
             current = Block(number, line[3:].strip(), marker=marker.group(1).split()[0] if marker else None,
-                            save_to=marker.group(2) if marker else None)
+                            save_to=marker.group(2) if marker else None, document=document)
         elif current is not None and line.startswith("```"):
             blocks.append(current)
             current = None
@@ -118,11 +143,12 @@ def commands_of(block: Block) -> list[Command]:
             current[2].append(line)
     if current:
         commands.append(current)
-    return [Command(number, text, "\n".join(output)) for number, text, output, _ in commands]
+    return [Command(number, text, "\n".join(output), block.document) for number, text, output, _ in commands]
 
 
-def transcript_commands(text: str, first_line: int) -> list[Command]:
-    return [c for block in fenced_blocks(text, first_line) if block.info == "" for c in commands_of(block)]
+def transcript_commands(part: Part) -> list[Command]:
+    return [c for block in fenced_blocks(part.text, part.first_line, part.document) if block.info == ""
+            for c in commands_of(block)]
 
 
 def environment(scratch: Path) -> dict:
@@ -231,31 +257,37 @@ class DecisionIds:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """A command whose output is no longer what the README shows, with the output in the README's terms."""
+    """A command and what it prints now, in the document's terms (a mismatch when that is not what is shown)."""
     command: Command
     printed: str
 
+    @property
+    def stale(self) -> bool:
+        return normalised(self.printed) != normalised(self.command.expected)
+
     def __str__(self) -> str:
-        return f"README.md:{self.command.line}: `{self.command.text}` now prints:\n{self.printed}"
+        return f"{self.command.where}: `{self.command.text}` now prints:\n{self.printed}"
 
 
-def replay(sections: list[tuple[str, int]], scratch: Path, substitutions: dict | None = None) -> tuple[list, int]:
-    """Run sections' blocks in order in one shell; (the mismatches, the number of commands compared).
+def replay(parts: list[Part], scratch: Path, substitutions: dict | None = None,
+           every: bool = False) -> tuple[list, int]:
+    """Run the parts' blocks in order in one shell; (the mismatches, the number of commands compared).
 
-    `/tmp` in the README is the user's scratch space: here it is `scratch`. `substitutions` maps
+    `/tmp` in a document is the user's scratch space: here it is `scratch`. `substitutions` maps
     more literal text (a port) to what the replay uses. Mismatches are reported with both mapped
-    back, so that they read (and can be written back) as the README has them.
+    back, so that they read (and can be written back) as the document has them. With `every`, every
+    command's output is returned, stale or not.
     """
     mapping = {"/tmp": str(scratch), **(substitutions or {})}
     session, ids, mismatches, compared = ShellSession(scratch), DecisionIds(), [], 0
     try:
-        for text, first_line in sections:
-            text = re.sub(r"(?<![\w.])/tmp(?=/|\s|$)", str(scratch), text, flags=re.M)
+        for part in parts:
+            text = re.sub(r"(?<![\w.])/tmp(?=/|\s|$)", str(scratch), part.text, flags=re.M)
             for old, new in (substitutions or {}).items():
                 text = text.replace(old, new)
-            for block in fenced_blocks(text, first_line):
+            for block in fenced_blocks(text, part.first_line, part.document):
                 found, count = _run_block(session, ids, block)
-                mismatches += [_in_readme_terms(m, mapping) for m in found]
+                mismatches += [_in_readme_terms(m, mapping) for m in found if every or m.stale]
                 compared += count
     finally:
         session.close()
@@ -267,7 +299,8 @@ def _in_readme_terms(mismatch: Mismatch, mapping: dict) -> Mismatch:
         for readme, replay_text in mapping.items():
             text = text.replace(replay_text, readme)
         return text
-    command = Command(mismatch.command.line, back(mismatch.command.text), back(mismatch.command.expected))
+    command = Command(mismatch.command.line, back(mismatch.command.text), back(mismatch.command.expected),
+                      mismatch.command.document)
     return Mismatch(command, back(mismatch.printed))
 
 
@@ -284,33 +317,38 @@ def _run_block(session: ShellSession, ids: DecisionIds, block: Block) -> tuple[l
             continue
         printed = ids.as_in_readme(command.expected, as_shown(session.run(ids.in_command(command.text))))
         compared += 1
-        if normalised(printed) != normalised(command.expected):
-            mismatches.append(Mismatch(command, printed))
+        mismatches.append(Mismatch(command, printed))  # the caller keeps the stale ones
     return mismatches, compared
 
 
-def run_standalone(commands: list[Command], scratch: Path) -> list:
-    """Commands that need no earlier step, each in a fresh shell in the repository."""
-    mismatches = []
+def run_standalone(commands: list[Command], scratch: Path, every: bool = False) -> list:
+    """Commands that need no earlier step, each in a fresh shell in the repository; the mismatches."""
+    found = []
     for command in commands:
+        if missing_tool(command.text):
+            continue
         session = ShellSession(scratch)
         try:
             printed = as_shown(session.run(command.text))
         finally:
             session.close()
-        if normalised(printed) != normalised(command.expected):
-            mismatches.append(Mismatch(command, printed))
-    return mismatches
+        result = Mismatch(command, printed)
+        if every or result.stale:
+            found.append(result)
+    return found
 
 
 def write_back(mismatches: list) -> int:
-    """Replace each mismatching output in README.md by what the command printed; the number replaced."""
-    lines = README.read_text(encoding="utf-8").split("\n")
-    for mismatch in sorted(mismatches, key=lambda m: m.command.line, reverse=True):
-        first = mismatch.command.line - 1 + mismatch.command.text.count("\n") + 1
-        shown = len(mismatch.command.expected.split("\n")) if mismatch.command.expected else 0
-        lines[first:first + shown] = mismatch.printed.split("\n") if mismatch.printed else []
-    README.write_text("\n".join(lines), encoding="utf-8")
+    """Replace each mismatching output in its document by what the command printed; the number replaced."""
+    for document in sorted({m.command.document for m in mismatches}):
+        path = ROOT / document
+        lines = path.read_text(encoding="utf-8").split("\n")
+        mine = [m for m in mismatches if m.command.document == document]
+        for mismatch in sorted(mine, key=lambda m: m.command.line, reverse=True):
+            first = mismatch.command.line - 1 + mismatch.command.text.count("\n") + 1
+            shown = len(mismatch.command.expected.split("\n")) if mismatch.command.expected else 0
+            lines[first:first + shown] = mismatch.printed.split("\n") if mismatch.printed else []
+        path.write_text("\n".join(lines), encoding="utf-8")
     return len(mismatches)
 
 
@@ -321,35 +359,52 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-QUICK_START = section("## Quick start")
-TRACE_FORMAT = section("## The trace format")
-PRODUCT_MANAGERS = section("## For product managers")
-RULE_LANGUAGE = section("## The rule language (for product managers)")
-CHAT_BOTS = section("## For chat bots")
-AUDITORS = section("## For auditors")
-# commands that need no earlier step: each runs on its own in the repository
-STANDALONE = [c for text, line in (QUICK_START, TRACE_FORMAT) for c in transcript_commands(text, line)]
+@dataclass(frozen=True)
+class Session:
+    """Documents replayed in order in one bash: later commands rely on what earlier ones did. `port`, when
+    set, is the port the documents show for a server, replaced by a free one in the replay."""
+    name: str
+    documents: tuple[str, ...]
+    port: int | None = None
+
+    def parts(self) -> list[Part]:
+        return [whole(ROOT / document) for document in self.documents]
+
+    def substitutions(self, port: int) -> dict:
+        if self.port is None:
+            return {}
+        return {f"localhost:{self.port}": f"localhost:{port}", f"--port {self.port}": f"--port {port}"}
 
 
-def all_mismatches(scratch: Path) -> list:
-    """Every transcript of the README, replayed: the standalone commands and the three sessions."""
-    port = free_port()
-    found = run_standalone(STANDALONE, scratch / "standalone")
-    for name, sections, extra in (("pm", [PRODUCT_MANAGERS], {}), ("rules", [RULE_LANGUAGE], {}),
-                                  ("served", [CHAT_BOTS, AUDITORS],
-                                   {"localhost:8765": f"localhost:{port}", "--port 8765": f"--port {port}"})):
-        found += replay(sections, scratch / name, extra)[0]
+# The worked sessions; every other document's commands need no earlier step and each runs on its own.
+SESSIONS = (Session("pm", ("docs/product-managers.md",)),
+            Session("rules", ("docs/rule-language.md",)),
+            Session("served", ("docs/chat-bots.md", "docs/auditors.md", "docs/operations.md"), port=8765))
+IN_SESSIONS = {document for session in SESSIONS for document in session.documents}
+STANDALONE_DOCUMENTS = [path for path in DOCUMENTS if relative(path) not in IN_SESSIONS]
+STANDALONE = [c for path in STANDALONE_DOCUMENTS for c in transcript_commands(whole(path))]
+
+
+def all_mismatches(scratch: Path, every: bool = False) -> list:
+    """Every transcript of every document, replayed: the standalone commands and each session."""
+    (scratch / "standalone").mkdir(exist_ok=True)
+    found = run_standalone(STANDALONE, scratch / "standalone", every)
+    for session in SESSIONS:
+        (scratch / session.name).mkdir(exist_ok=True)
+        found += replay(session.parts(), scratch / session.name, session.substitutions(free_port()), every)[0]
     return found
 
 
 if __name__ == "__main__":
     # After a change that moves the answers: `python3 tests/readme_transcripts.py` writes what every
-    # README command prints now in place of what it shows; review the result with `git diff README.md`.
+    # command prints now in place of what a document shows; review the result with `git diff`.
+    # `--all` rewrites every output, stale or not, so that the times, pids and digests shown all come
+    # from one run and agree with each other.
     import tempfile
+    every = "--all" in sys.argv[1:]
     with tempfile.TemporaryDirectory() as scratch:
-        for name in ("standalone", "pm", "rules", "served"):
-            (Path(scratch) / name).mkdir()
-        mismatches = all_mismatches(Path(scratch))
+        mismatches = all_mismatches(Path(scratch), every)
     for mismatch in mismatches:
-        print(f"README.md:{mismatch.command.line}: {mismatch.command.text.splitlines()[0]}")
-    print(f"{write_back(mismatches)} output(s) rewritten in README.md")
+        print(f"{mismatch.command.where}: {mismatch.command.text.splitlines()[0]}")
+    documents = len({m.command.document for m in mismatches})
+    print(f"{write_back(mismatches)} output(s) rewritten in {documents} document(s)")

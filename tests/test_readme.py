@@ -1,13 +1,12 @@
-"""The README's transcripts are what the commands print today (quick start, trace format, sessions)."""
+"""The transcripts of the README and of every guide are what the commands print today (commands, sessions)."""
 from __future__ import annotations
 
 import pytest
 
 from readme_transcripts import (
-    AUDITORS,
-    CHAT_BOTS,
-    PRODUCT_MANAGERS,
-    RULE_LANGUAGE,
+    DOCUMENTS,
+    IN_SESSIONS,
+    SESSIONS,
     STANDALONE,
     Command,
     ShellSession,
@@ -16,9 +15,11 @@ from readme_transcripts import (
     free_port,
     missing_tool,
     normalised,
+    relative,
     replay,
     run_standalone,
     transcript_commands,
+    whole,
 )
 
 
@@ -29,10 +30,10 @@ class TestTranscriptReader:
         """A quoted command spanning lines is one command; a marker applies to the next block only."""
         text = ("<!-- transcript: save /tmp/pm-x.yaml -->\n\n```yaml\na: 1\n```\n\n```\n"
                 "$ python3 -c '\nprint(1)'\n1\n$ echo hi \\\n  there\nhi there\n```\n")
-        saved, shown = fenced_blocks(text, 1)
+        saved, shown = fenced_blocks(text, 1, "docs/x.md")
         assert (saved.marker, saved.save_to, shown.marker) == ("save", "/tmp/pm-x.yaml", None)
-        assert commands_of(shown) == [Command(8, "python3 -c '\nprint(1)'", "1"),
-                                      Command(11, "echo hi \\\n  there", "hi there")]
+        assert commands_of(shown) == [Command(8, "python3 -c '\nprint(1)'", "1", "docs/x.md"),
+                                      Command(11, "echo hi \\\n  there", "hi there", "docs/x.md")]
 
     def test_volatile_parts_are_normalised(self):
         """Clock times, pids and diff file times are masked; everything else must match."""
@@ -52,43 +53,69 @@ class TestTranscriptReader:
         finally:
             session.close()
 
-    def test_the_sections_hold_transcripts(self):
-        """Each replayed section holds the commands the README promises."""
+
+class TestDocumentsReplayed:
+    """Every document is replayed, each either standalone or in exactly one session."""
+
+    def test_every_guide_is_a_replayed_document(self):
+        """The README and every docs/*.md guide are read for transcripts; each session names only known documents."""
+        names = {relative(path) for path in DOCUMENTS}
+        assert "README.md" in names and {"docs/product-managers.md", "docs/chat-bots.md", "docs/auditors.md"} <= names
+        assert names >= IN_SESSIONS
+        assert sum(len(s.documents) for s in SESSIONS) == len(IN_SESSIONS), "a document is in two sessions"
+
+    def test_the_documents_hold_transcripts(self):
+        """Each replayed document holds the commands the guides promise."""
         shown = [c.text for c in STANDALONE]
         assert any(c.startswith("kentino-expert recommend examples/") for c in shown) and len(shown) >= 5
-        pm = [c.text for c in transcript_commands(*PRODUCT_MANAGERS)]
-        assert any("rules check" in c for c in pm) and any("rules diff" in c for c in pm) and len(pm) >= 15
-        served = [c.text for text, line in (CHAT_BOTS, AUDITORS) for c in transcript_commands(text, line)]
-        assert any("curl" in c for c in served) and any("decisions replay" in c for c in served)
+        assert {c.document for c in STANDALONE} >= {"README.md", "docs/facts.md", "docs/trace-format.md"}
+        by_name = {s.name: [c.text for part in s.parts() for c in transcript_commands(part)] for s in SESSIONS}
+        assert any("rules check" in c for c in by_name["pm"]) and any("rules diff" in c for c in by_name["pm"])
+        assert len(by_name["pm"]) >= 15 and len(by_name["rules"]) >= 6
+        assert any("curl" in c for c in by_name["served"]) and any("decisions replay" in c for c in by_name["served"])
+
+    def test_a_standalone_document_runs_no_setup_block(self):
+        """A `sh` block in a standalone document would be shown but never run: only the README's set-up may have one."""
+        for path in DOCUMENTS:
+            if relative(path) in IN_SESSIONS:
+                continue
+            blocks = [b for b in fenced_blocks(whole(path).text, 1, relative(path))
+                      if b.info == "sh" and b.marker is None]
+            assert all(relative(path) == "README.md" and "python3 -m venv" in b.body for b in blocks), relative(path)
 
 
-@pytest.mark.parametrize("command", STANDALONE, ids=[f"README.md:{c.line}" for c in STANDALONE])
-def test_standalone_command_prints_what_the_readme_shows(tmp_path, command):
-    """Each quick-start and trace-format command, run in the repository, prints exactly the lines shown under it."""
-    assert not run_standalone([command], tmp_path), "\n".join(map(str, run_standalone([command], tmp_path)))
+@pytest.mark.parametrize("command", STANDALONE, ids=[c.where for c in STANDALONE])
+def test_standalone_command_prints_what_the_document_shows(tmp_path, command):
+    """Each command outside the sessions, run on its own in the repository, prints exactly the lines shown under it."""
+    if missing_tool(command.text):
+        pytest.skip(missing_tool(command.text))
+    found = run_standalone([command], tmp_path)
+    assert not found, "\n".join(map(str, found)) + "\n\n(to accept: python3 tests/readme_transcripts.py)"
 
 
-def _assert_replays(sections, tmp_path, at_least: int, **substitutions):
-    mismatches, compared = replay(sections, tmp_path, substitutions)
+def _assert_replays(session, tmp_path, at_least: int):
+    mismatches, compared = replay(session.parts(), tmp_path, session.substitutions(free_port()))
     assert compared >= at_least, f"only {compared} commands were compared"
     assert not mismatches, "\n\n".join(map(str, mismatches)) + "\n\n(to accept: python3 tests/readme_transcripts.py)"
 
 
+SESSION = {session.name: session for session in SESSIONS}
+
+
 def test_product_manager_session_replays(tmp_path):
     """The worked session (edit a copy, check, test, diff, regenerate), replayed in order on scratch copies."""
-    _assert_replays([PRODUCT_MANAGERS], tmp_path, 15)
+    _assert_replays(SESSION["pm"], tmp_path, 15)
 
 
 def test_new_rule_worked_example_replays(tmp_path):
-    """The rule language's worked example (a new warning written only in YAML) prints what the README shows."""
-    _assert_replays([RULE_LANGUAGE], tmp_path, 6)
+    """The rule language's worked example (a new warning written only in YAML) prints what the guide shows."""
+    _assert_replays(SESSION["rules"], tmp_path, 6)
 
 
-def test_chat_bot_and_auditor_sessions_replay(tmp_path):
-    """The service session (curl, MCP, Python) then the auditor's (list, show, replay, explain), on a free port."""
+def test_chat_bot_auditor_and_operator_sessions_replay(tmp_path):
+    """The service session (curl, MCP, Python), the auditor's (list, show, replay, explain) and the operator's
+    (prune), in one shell against one server on a free port."""
     for tool in ("curl", "jq"):
         if missing_tool(tool):
             pytest.skip(f"the transcripts need {tool}, which is not installed")
-    port = free_port()
-    _assert_replays([CHAT_BOTS, AUDITORS], tmp_path, 25, **{"localhost:8765": f"localhost:{port}",
-                                                           "--port 8765": f"--port {port}"})
+    _assert_replays(SESSION["served"], tmp_path, 25)

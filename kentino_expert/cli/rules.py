@@ -7,11 +7,13 @@ from pathlib import Path
 
 import click
 
+from ..authoring.reference_tables import options_table, refresh_guides
 from ..authoring.rule_pages import rule_examples_yaml, write_docs
 from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_markdown
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
 from ..sandbox import Limits, check_in_sandbox
-from .common import announce, knowledge_option, make_expert, progress, rules_option, sources, sources_line
+from .common import UserError, announce, knowledge_option, make_expert, progress, rules_option, sources, sources_line
+from .service import serve
 
 
 @click.group("rules")
@@ -135,11 +137,24 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
 @click.argument("outdir", type=click.Path())
 @rules_option
 @knowledge_option
-def rules_docs(outdir, rules_dir, knowledge_dir):
+@click.option("--guides", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Also refresh the generated tables in the guides (*.md) of this directory.")
+def rules_docs(outdir, rules_dir, knowledge_dir, guides):
     """Write one Markdown page per rule and an index to OUTDIR."""
     expert = make_expert(rules_dir, knowledge_dir)
     written = write_docs(expert, outdir)
     click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
+    if guides is not None:
+        try:
+            changed = refresh_guides(guides, expert.ruleset, expert.knowledge, cli_tables())
+        except OSError as exc:
+            raise UserError(f"{guides}: {exc}") from None
+        click.echo(f"refreshed the generated tables of {len(changed)} guide(s) in {guides}")
+
+
+def cli_tables() -> dict[str, str]:
+    """The guides' tables whose source is the command line itself (reference_tables.PASSED_IN)."""
+    return {"serve-options": options_table(serve)}
 
 
 @rules_group.command("examples")

@@ -54,7 +54,7 @@ class DiagnosticSink:
         return RuleFileError(sorted(self.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
 
 
-# Codes, documented in the README ("For product managers").
+# Codes, listed in docs/diagnostics.md (a generated table: kentino-expert rules docs docs/rules --guides docs).
 CODES = {
     "E001": "the file is not valid YAML",
     "E002": "a key is unknown or misplaced",
@@ -64,7 +64,7 @@ CODES = {
     "E102": "a name is not a fact, figure, conclusion or parameter",
     "E103": "types do not match (a number compared with a string, an unknown enum value, ...)",
     "E104": "a heuristic id is not in knowledge/heuristics.yaml",
-    "E105": "a rule id is used twice",
+    "E105": "a rule id, or a warning code, is used twice",
     "E106": "a template names an unknown value or has a bad format",
     "E201": "a rule shape the engine cannot run safely",
     "E202": "too many conditions under one node of the engine's network (a long `or`; durable-rules hangs at 512)",

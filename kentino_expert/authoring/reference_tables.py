@@ -1,0 +1,288 @@
+"""Reference tables of the guides (figures, parameters, facts, catalog, diagnostics...), from the code's own data."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import click
+
+from ..domain.figures import FIGURE_SPECS
+from ..domain.state import RECOMMENDATION_TYPES
+from ..domain.vocabulary import TASKS
+from ..errors import KentinoError, Location
+from ..lang.valuetypes import BOOL
+from ..ruleset.diagnostics import CODES
+from ..ruleset.schemas import facts_schema
+
+# A generated block in a Markdown guide: everything between the two marker lines is rewritten.
+BLOCK = re.compile(r"^<!-- generated: (\S*) -->\n(.*?)^<!-- end generated -->$", re.S | re.M)
+OPENING = re.compile(r"^<!-- generated: (\S*) -->$", re.M)
+PACKAGE = Path(__file__).resolve().parent.parent  # kentino_expert/
+
+
+def _cell(text) -> str:
+    """Text fit for one Markdown table cell: one line, no column break."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _table(header: tuple[str, ...], rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _number(value) -> str:
+    """1000000 -> 1,000,000; 1e12 -> 1e12; 0.001 -> 0.001."""
+    if float(value).is_integer() and abs(value) < 1e9:
+        return f"{int(value):,}"
+    if abs(value) >= 1e9:
+        return f"{value:.0e}".replace("e+", "e")
+    return f"{value:g}"
+
+
+def _ticks(values) -> str:
+    return ", ".join(f"`{v}`" for v in values)
+
+
+def figures_table(ruleset=None, knowledge=None) -> str:
+    """Every figure derive.py computes, in the order it declares them."""
+    rows = []
+    for name, (kind, unit, description) in FIGURE_SPECS.items():
+        if kind == BOOL:
+            unit = "true/false"
+        elif isinstance(kind, tuple) and kind[0] == "enum":
+            unit = "/".join(f"`{v}`" for v in kind[1])
+        rows.append((f"`{name}`", unit, description))
+    return _table(("figure", "unit", "meaning"), rows)
+
+
+def conclusions_table(ruleset, knowledge=None) -> str:
+    """Every name a rule concludes, with its values and the rules (linked to their pages) that conclude it."""
+    concluded: dict[str, tuple[list, list]] = {}
+    for rule in ruleset.rules:
+        for name, value in rule.source.then.conclude:
+            values, rules = concluded.setdefault(name, ([], []))
+            values.append(value)
+            rules.append(rule.id)
+    rows = []
+    for name, (values, rules) in concluded.items():
+        shown = dict.fromkeys(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+        links = ", ".join(f"[`{r}`](rules/{r}.md)" for r in dict.fromkeys(rules))
+        rows.append((f"`{name}`", _ticks(shown), links))
+    return _table(("conclusion", "values", "concluded by"), rows)
+
+
+def parameters_table(ruleset, knowledge=None) -> str:
+    """Every parameter of rules/parameters.yaml, as the rule set loaded it."""
+    rows = [(f"`{p.name}`", f"{p.value:g}", p.unit, ", ".join(p.heuristics), p.description)
+            for p in ruleset.parameters.values()]
+    return _table(("parameter", "value", "unit", "heuristics", "meaning"), rows)
+
+
+def recommendation_fields_table(ruleset=None, knowledge=None) -> str:
+    """The recommendation fields a `recommend` writes and the advice rules read."""
+    rows = []
+    for name, kind in RECOMMENDATION_TYPES.items():
+        shown = _ticks(kind[1]) if isinstance(kind, tuple) else kind
+        rows.append((f"`{name}`", shown))
+    return _table(("field", "type"), rows)
+
+
+def _catalog_name(values: list, knowledge) -> str:
+    """Which catalog table a schema enum lists: models, gpus or inter-node links."""
+    for table in ("models", "gpus", "links"):
+        specs = getattr(knowledge, table)
+        if set(values) <= {*specs, *(a for spec in specs.values() for a in spec.aliases)}:
+            return "inter-node link" if table == "links" else table[:-1]
+    return "catalog"
+
+
+def _fact_type(prop: dict, schema: dict, knowledge) -> str:
+    """A property of the facts schema in words: `a`, `b` / integer 1-16 / number > 0, <= 1e12 / ..."""
+    options = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"]
+    if len(options) != 1:
+        return " or ".join(_fact_type(o, schema, knowledge) for o in options)
+    option = options[0]
+    if "$ref" in option:
+        nested = schema["$defs"][option["$ref"].rsplit("/", 1)[1]]
+        optional = {name: "" if name in nested.get("required", ()) else "optional " for name in nested["properties"]}
+        parts = [f"{name}: {optional[name]}{_fact_type(p, schema, knowledge)}"
+                 for name, p in nested["properties"].items()]
+        return "{" + ", ".join(parts) + "}"
+    if "anyOf" in option:  # a token count: a number or a text with a suffix
+        number = next(o for o in option["anyOf"] if o.get("type") == "number")
+        return f"token count: {_bounds(number, 'number')} or text such as `300B`, `15T`"
+    if "enum" in option and "maxLength" in option:
+        return f"{_catalog_name(option['enum'], knowledge)} id or alias (any case)"
+    if "enum" in option:
+        return _ticks(option["enum"])
+    return _bounds(option, option.get("type", "value"))
+
+
+def _bounds(option: dict, kind: str) -> str:
+    low = option.get("minimum", option.get("exclusiveMinimum"))
+    high = option.get("maximum")
+    if kind == "integer" and low is not None and high is not None:
+        return f"integer {_number(low)}-{_number(high)}"
+    parts = [kind]
+    if "exclusiveMinimum" in option:
+        parts.append(f"> {_number(option['exclusiveMinimum'])}")
+    elif "minimum" in option:
+        parts.append(f">= {_number(option['minimum'])}")
+    if high is not None:
+        parts.append(f"<= {_number(high)}")
+    return parts[0] + (" " + ", ".join(parts[1:]) if len(parts) > 1 else "")
+
+
+def _defaults(policy) -> str:
+    if policy is None or not policy.defaults:
+        return "-"
+    return "; ".join(f"`{d.value}`" + (f" when `{d.when.text}`" if d.when is not None else "") + f" ({d.why})"
+                     for d in policy.defaults)
+
+
+def facts_table(ruleset, knowledge) -> str:
+    """Every input fact: its type or allowed values (the input contract), meaning and defaults (rules/facts.yaml)."""
+    schema = facts_schema(ruleset, knowledge)
+    rows = []
+    for name, prop in schema["properties"].items():
+        policy = ruleset.fact_policies.get(name)
+        shown = _fact_type(prop, schema, knowledge)
+        if name in schema.get("required", ()):
+            shown = f"**required**; {shown}"
+        rows.append((f"`{name}`", shown, policy.description if policy else prop.get("description", ""),
+                     _defaults(policy)))
+    return _table(("fact", "type / allowed values", "meaning", "default (why)"), rows)
+
+
+def questions_table(ruleset, knowledge=None) -> str:
+    """Every fact's question, and when its absence keeps an answer provisional (rules/facts.yaml)."""
+    rows = []
+    for name, policy in ruleset.fact_policies.items():
+        tasks = "every task" if set(policy.tasks) == set(TASKS) else (_ticks(policy.tasks) or "-")
+        rows.append((f"`{name}`", policy.ask, tasks, _ticks(policy.answered_by) or "-"))
+    return _table(("fact", "question (`ask`)", "missing makes the answer provisional for", "unless given"), rows)
+
+
+def models_table(ruleset, knowledge) -> str:
+    """The model catalog (knowledge/models.yaml)."""
+    rows = [(f"`{m.id}`", m.name, f"{m.params_b:g}", _ticks(m.aliases) or "-") for m in knowledge.models.values()]
+    return _table(("model", "name", "params (B)", "aliases"), rows)
+
+
+def gpus_table(ruleset, knowledge) -> str:
+    """The card catalog (knowledge/gpus.yaml)."""
+    rows = [(f"`{g.id}`", g.name, f"{g.memory_gb:g}", g.form_factor, "yes" if g.nvlink else "no",
+             "yes" if g.kentino_ships else "no", f"`{g.intra_node_link}`", _ticks(g.aliases) or "-")
+            for g in knowledge.gpus.values()]
+    return _table(("gpu", "name", "GB", "form", "NVLink", "Kentino ships it", "in-box link", "aliases"), rows)
+
+
+def links_table(ruleset, knowledge) -> str:
+    """The link catalog (knowledge/links.yaml); only inter-node links are values of `interconnect`."""
+    rows = [(f"`{k.id}`", k.name, k.scope, f"{k.bandwidth_gbs:g}", f"{k.latency_us:g}", _ticks(k.aliases) or "-")
+            for k in knowledge.links.values()]
+    return _table(("link", "name", "scope", "GB/s", "latency (us)", "aliases"), rows)
+
+
+def diagnostics_table(ruleset=None, knowledge=None) -> str:
+    """Every diagnostic code `rules check` gives (diagnostics.CODES)."""
+    rows = [(f"`{code}`", "error" if code.startswith("E") else "warning", summary) for code, summary in CODES.items()]
+    return _table(("code", "severity", "summary"), rows)
+
+
+def options_table(command: click.Command) -> str:
+    """Every option of a click command (`serve`'s, from the CLI that owns it): its default and its help."""
+    rows = []
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name == "help":
+            continue
+        default = f"`{param.default}`" if isinstance(param.default, (str, int, float)) else "-"
+        meaning = param.help or ""
+        if isinstance(param.type, click.Choice):
+            meaning = (meaning + " One of " + ", ".join(f"`{c}`" for c in param.type.choices) + ".").strip()
+        if param.envvar and param.envvar not in meaning:
+            meaning += f" [env {param.envvar}]"
+        rows.append((", ".join(f"`{o}`" for o in param.opts), default, meaning))
+    return _table(("option", "default", "meaning"), rows)
+
+
+def _purpose(path: Path) -> str:
+    """A module's purpose: the first paragraph of its docstring, read without importing it."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "(no docstring)"
+    return " ".join(docstring.split("\n\n")[0].split())
+
+
+def modules_table(ruleset=None, knowledge=None) -> str:
+    """Every module of the package (subpackages included) with its docstring's purpose."""
+    rows = [(f"`{path.relative_to(PACKAGE.parent).as_posix()}`", _purpose(path))
+            for path in sorted(PACKAGE.rglob("*.py"), key=lambda p: p.relative_to(PACKAGE).parts)]
+    return _table(("module", "purpose"), rows)
+
+
+TABLES = {
+    "figures": figures_table, "conclusions": conclusions_table, "parameters": parameters_table,
+    "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
+    "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
+    "modules": modules_table,
+}
+# Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.
+PASSED_IN = ("serve-options",)
+
+
+def render_all(ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[str, str]:
+    """Every table by block name: those rendered here, and those passed in (PASSED_IN)."""
+    return {**{name: render(ruleset, knowledge) for name, render in TABLES.items()}, **(passed_in or {})}
+
+
+def _check_markers(text: str, source: str) -> None:
+    """Every opening marker names a known table and is closed (a one-line error at file:line otherwise)."""
+    closed = {m.start() for m in BLOCK.finditer(text)}
+    for match in OPENING.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        if match.group(1) not in TABLES and match.group(1) not in PASSED_IN:
+            known = ", ".join([*TABLES, *PASSED_IN])
+            raise KentinoError(f"unknown generated block '{match.group(1)}' (known: {known})",
+                               location=Location(source, line, 1))
+        if match.start() not in closed:
+            raise KentinoError(f"generated block '{match.group(1)}' has no '<!-- end generated -->' line",
+                               location=Location(source, line, 1))
+
+
+def refreshed(text: str, tables: dict[str, str], source: str = "<text>") -> str:
+    """The text with each generated block's body replaced by the current table."""
+    _check_markers(text, source)
+    return BLOCK.sub(lambda m: f"<!-- generated: {m.group(1)} -->\n\n{tables[m.group(1)]}\n\n<!-- end generated -->",
+                     text)
+
+
+def blocks_in(text: str) -> list[str]:
+    """The names of the generated blocks of a text, in order."""
+    return [m.group(1) for m in BLOCK.finditer(text)]
+
+
+def guides(directory) -> list[Path]:
+    """The Markdown guides of a directory (not its subdirectories), in name order."""
+    return sorted(Path(directory).glob("*.md"))
+
+
+def refresh_guides(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> list[Path]:
+    """Rewrite the generated blocks of every guide in `directory`; the guides that changed. Every guide is
+    checked before any is written, so a bad marker leaves them all as they were."""
+    tables, updates = render_all(ruleset, knowledge, passed_in), {}
+    for path in guides(directory):
+        text = path.read_text(encoding="utf-8")
+        new = refreshed(text, tables, str(path))
+        if new != text:
+            updates[path] = new
+    for path, new in updates.items():
+        path.write_text(new, encoding="utf-8")
+    return list(updates)
+
+
+def stale_guides(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> list[Path]:
+    """The guides of `directory` whose generated blocks differ from the current tables."""
+    tables = render_all(ruleset, knowledge, passed_in)
+    return [path for path in guides(directory)
+            if refreshed(path.read_text(encoding="utf-8"), tables, str(path)) != path.read_text(encoding="utf-8")]
