@@ -14,6 +14,7 @@ service_guard, which also checks the Host, the bearer tokens and the JSON conten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -21,7 +22,7 @@ import signal
 import threading
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -35,19 +36,15 @@ from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
 from ..expert import Expert
 from ..sandbox import vet
 from ..version import __version__
-from .guard import Access, Guard, document_access
+from .compact import CompactDecision
+from .decide import Decision
+from .guard import Access, Guard, authorise, document_access
 from .holder import ExpertHolder
-from .http_io import (
-    BadRequest,
-    HeadAsGet,
-    allow_with_head,
-    check_encoding,
-    decide_off_loop,
-    facts_schema_for,
-    read_limited,
-    request_schema,
-    tool_definition,
-)
+from .http_io import BadRequest, HeadAsGet, allow_with_head, check_encoding, decide_off_loop, read_limited
+from .mcp_http import mount_mcp
+from .responses import DecisionListing, LoggedDecision, RuleListing, ToolDefinition
+from .tool_schema import facts_schema_for, request_schema, tool_definition
+from .ui import add_ui_routes
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -65,10 +62,9 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
 
 ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
 ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
-READY_SCHEMA = {"type": "object", "required": ["ready", "rules_loaded", "log_writable"],
-                "properties": {"ready": {"type": "boolean"}, "rules_loaded": {"type": "boolean"},
-                               "log_writable": {"type": "boolean"}}}
 ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
+JSON_SCHEMA_DOC = {"type": "object", "description": "A JSON Schema (2020-12) of the facts: each property with its "
+                                                    "description, `x-ask` and the catalog names it accepts."}
 
 
 # -- the app ----------------------------------------------------------------------------------------
@@ -95,9 +91,9 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else open_log(db)
 
-    app = FastAPI(title="Kentino Expert", version=__version__,
-                  description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
-                  lifespan=_lifespan(holder))
+    mcp = mount_mcp(holder.current, decision_log, may_read=lambda headers: _log_read_refused(headers, access))
+    app = FastAPI(title="Kentino Expert", version=__version__, description=API_DESCRIPTION,
+                  lifespan=_lifespan(holder, mcp))
     app.state.holder = holder
     app.state.log = decision_log
     app.state.access = access
@@ -107,8 +103,25 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     _add_answer_routes(app, holder, decision_log)
     _add_decision_routes(app, holder, decision_log)
     _add_operations_routes(app, holder, decision_log)
+    add_ui_routes(app, holder, decision_log)
+    if mcp is not None:  # MCP over streamable HTTP, when the mcp package is installed
+        app.add_route("/mcp", mcp, include_in_schema=False)
     _document_access(app, access)
     return app
+
+
+API_DESCRIPTION = (
+    "What GPU server to buy for an AI workload, and why. POST the workload facts to `/v1/recommend` (the "
+    "`recommend` operation; `GET /v1/schema/facts` describes them); every decision is logged before it is "
+    "answered, and the log is read with the read token. The same tools are served over MCP (streamable HTTP) "
+    "at `/mcp`. Errors are `{detail: [{field, message}]}` naming the field.")
+
+
+def _log_read_refused(headers, access) -> str | None:
+    """Why a caller with these HTTP headers may not read the decision log (None: it may); for the MCP tool explain."""
+    header = headers.get("authorization")
+    denied = authorise("read", header.encode("latin-1", "replace") if header is not None else None, access)
+    return denied[1] if denied else None
 
 
 def _document_access(app, access) -> None:
@@ -122,8 +135,8 @@ def _document_access(app, access) -> None:
     app.openapi = openapi
 
 
-def _lifespan(holder):
-    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only)."""
+def _lifespan(holder, mcp=None):
+    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only); the MCP endpoint runs."""
     def reload_logged(origin: str):
         try:
             result = holder.reload()
@@ -143,7 +156,8 @@ def _lifespan(holder):
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         try:
-            yield
+            async with mcp.running() if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGHUP)
@@ -189,14 +203,42 @@ def _install_error_handlers(app) -> None:
         return _detail(None, "internal error (logged on the server)", 500)
 
 
+class MarkdownResponse(PlainTextResponse):
+    media_type = "text/markdown"
+
+
+def _json(value, status: int = 200) -> JSONResponse:
+    """JSON as built (not re-validated: a row an older version logged must not become a 500)."""
+    return JSONResponse(value, status_code=status)
+
+
+RECOMMEND_QUERY = [
+    {"name": "view", "in": "query", "required": False, "schema": {"type": "string", "enum": ["full", "compact"]},
+     "description": "'compact': the compact view (at most 2 KB); default 'full'. Also accepted as a body key."},
+    {"name": "session_id", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 200},
+     "description": "Conversation id, when not in the body (at most once)."},
+    {"name": "turn", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0},
+     "description": "Turn of the conversation, when not in the body (at most once)."}]
+
+
 def _add_answer_routes(app, holder, decision_log) -> None:
     """POST /v1/recommend, the facts schema and the rule listing."""
 
-    @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
-              responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
-                         413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
+    @app.post("/v1/recommend", operation_id="recommend", tags=["answers"],
+              summary="Recommend a build for workload facts (the decision is logged first)",
+              description="The body is a JSON object of workload facts (only `task` is required), optionally with "
+                          "`session_id`, `turn` and `view`. The answer is the decision: its id in the log, status, "
+                          "the questions still worth asking, why not the other kinds, and the answer (recommendation, "
+                          "figures, warnings, assumptions, why-trace, rule set). With `view=compact`, the compact "
+                          "view instead (at most 2 KB). While the status is provisional, ask the first question and "
+                          "send every fact again with its answer added.",
+              response_model=Decision | CompactDecision,
+              response_description="The decision (or its compact view with view=compact)",
+              openapi_extra={"parameters": RECOMMEND_QUERY, "requestBody": {
+                  "required": True, "description": "Workload facts, plus session_id, turn and view (not facts).",
+                  "content": {"application/json": {"schema": request_schema(holder.expert.ruleset,
+                                                                            holder.expert.knowledge)}}}},
+              responses={413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
                          415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
                                               "has a Content-Encoding (gzip, ...)"},
                          422: ERROR_422, 503: ERROR_503})
@@ -208,30 +250,47 @@ def _add_answer_routes(app, holder, decision_log) -> None:
         body = await decide_off_loop(holder, decision_log, raw, request.query_params)
         return Response(body, media_type="application/json")
 
-    @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
-             responses={422: ERROR_422})
-    def schema_facts(format: str = "json-schema"):
+    @app.get("/v1/schema/facts", operation_id="getFactsSchema", tags=["answers"],
+             summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
+             description="The facts `recommend` takes: each property with its description, the question to ask for "
+                         "it (`x-ask`) and the catalog names it accepts. `format=tool` gives it as an LLM tool "
+                         "(function) definition: name, description and parameters, without $defs.",
+             responses={200: {"description": "The facts schema, or the tool definition", "content": {
+                 "application/json": {"schema": {"anyOf": [ToolDefinition.model_json_schema(), JSON_SCHEMA_DOC]}}}},
+                 422: ERROR_422})
+    def schema_facts(format: str = Query("json-schema", description="'json-schema' (default) or 'tool'.")):
         expert = holder.current()
         if format == "tool":
-            return tool_definition(expert.ruleset, expert.knowledge)
+            return _json(tool_definition(expert.ruleset, expert.knowledge))
         if format not in ("json-schema", "schema", "json"):
             raise BadRequest("format", "must be 'json-schema' or 'tool'")
-        return facts_schema_for(expert.ruleset, expert.knowledge)
+        return _json(facts_schema_for(expert.ruleset, expert.knowledge))
 
-    @app.get("/v1/rules", summary="The rules in the order they are tried")
+    @app.get("/v1/rules", operation_id="listRules", tags=["rules"], summary="The rules in the order they are tried",
+             description="Every rule of the rule set in service, with its heuristics, description, file:line and "
+                         "priority, and the rule set's digest (as each answer's ruleset.digest).",
+             response_model=RuleListing, response_description="The rules and the digest")
     def rules():
         ruleset = holder.current().ruleset
-        return {"digest": ruleset.digest, "rules": [
+        return _json({"digest": ruleset.digest, "rules": [
             {"id": r.id, "heuristics": list(r.heuristics), "description": r.description, "file": r.location.file,
-             "line": r.location.line, "priority": r.priority} for r in ruleset.rules]}
+             "line": r.location.line, "priority": r.priority} for r in ruleset.rules]})
 
 
 def _add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
-    @app.get("/v1/decisions", summary="Logged decisions, newest first",
-             responses={200: {"description": "{decisions: [summary, ...], next_cursor: str | null}"},
-                        422: ERROR_422, 503: ERROR_503})
-    def decisions(since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None):
+    @app.get("/v1/decisions", operation_id="listDecisions", tags=["decisions"],
+             summary="Logged decisions, newest first", response_description="One page of decisions",
+             description="One page of logged decisions (their columns, not the stored answers), newest first, "
+                         "optionally since a time, of one kind or of one conversation. Follow `next_cursor` "
+                         "(as `cursor`) until it is null.",
+             response_model=DecisionListing, responses={422: ERROR_422, 503: ERROR_503})
+    def decisions(since: str | None = Query(None, description="ISO-8601 date or time (UTC when no zone); "
+                                                              "decisions at or after it."),
+                  kind: str | None = Query(None, description="Only decisions recommending this kind."),
+                  session_id: str | None = Query(None, description="Only the decisions of this conversation."),
+                  limit: int = Query(100, description=f"Decisions per page, 1 to {MAX_HTTP_PAGE}."),
+                  cursor: str | None = Query(None, description="The next_cursor of the page before.")):
         if not 1 <= limit <= MAX_HTTP_PAGE:
             raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
         if since:
@@ -239,20 +298,32 @@ def _add_decision_routes(app, holder, decision_log) -> None:
                 normalise_time(since)
             except DecisionLogError as exc:
                 raise BadRequest("since", exc.message) from None
-        # a cursor the log did not give is an InputError: the client's 422 on `cursor`
-        page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor)
-        return {"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor}
+        # a cursor the log did not give, or a session id no decision can have: an InputError, the client's 422
+        page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor, session_id=session_id)
+        return _json({"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor})
 
-    @app.get("/v1/decisions/{decision_id}", summary="One logged decision", responses={404: ERROR_404, 503: ERROR_503})
-    def decision(decision_id: str):
+    @app.get("/v1/decisions/{decision_id}", operation_id="getDecision", tags=["decisions"],
+             summary="One logged decision",
+             description="The decision as logged: when, through which edge, the facts as given and the whole answer.",
+             response_model=LoggedDecision, response_description="The decision as logged",
+             responses={404: ERROR_404, 503: ERROR_503})
+    def decision(decision_id: str = Path(description="The decision_id of a recommend answer.")):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
             return _detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
-        return row
+        return _json(row)
 
-    @app.get("/v1/decisions/{decision_id}/explain", summary="A logged decision explained (markdown or html)",
-             responses={404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
-    def decision_explain(decision_id: str, format: str = "markdown"):
+    @app.get("/v1/decisions/{decision_id}/explain", operation_id="explainDecision", tags=["decisions"],
+             summary="A logged decision explained (markdown or html)",
+             description="A report for people: the plan, each rule that fired with the actual values against the "
+                         "thresholds and the heuristic in the source document's words, the assumptions, why not "
+                         "the other kinds and the rule set.",
+             response_class=MarkdownResponse,
+             responses={200: {"description": "The report", "content": {
+                 "text/markdown": {"schema": {"type": "string"}}, "text/html": {"schema": {"type": "string"}}}},
+                 404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
+    def decision_explain(decision_id: str = Path(description="The decision_id of a recommend answer."),
+                         format: str = Query("markdown", description="'markdown' (default) or 'html'.")):
         if format not in ("markdown", "html"):
             raise BadRequest("format", "must be 'markdown' or 'html'")
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
@@ -261,18 +332,16 @@ def _add_decision_routes(app, holder, decision_log) -> None:
         expert = holder.current()
         if format == "html":
             return HTMLResponse(explain_html(expert, row))
-        return PlainTextResponse(explain_markdown(expert, row), media_type="text/markdown; charset=utf-8")
+        return MarkdownResponse(explain_markdown(expert, row))
 
 
 def _add_operations_routes(app, holder, decision_log) -> None:
-    """Liveness, readiness and the admin reload."""
-    @app.get("/healthz", summary="Liveness")
+    """Liveness, readiness and the admin reload: for operators, out of the OpenAPI document (not tools)."""
+    @app.get("/healthz", include_in_schema=False)
     def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable",
-             responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}",
-                              "content": {"application/json": {"schema": READY_SCHEMA}}}})
+    @app.get("/readyz", include_in_schema=False)
     def readyz():
         serving = holder.snapshot()
         expert = serving.expert
@@ -283,9 +352,7 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                 "worker_pid": os.getpid(), "last_reload_error": serving.last_error}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
-    @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
-              responses={409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules "
-                                              "serve"}})
+    @app.post("/v1/admin/reload", include_in_schema=False)
     async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
@@ -299,7 +366,6 @@ def _add_operations_routes(app, holder, decision_log) -> None:
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s",
                                                 result["digest"][:16])
         return result
-
 
 def _summary(row: dict) -> dict:
     """A listed decision: its columns only (the stored answer is not read to list it)."""
