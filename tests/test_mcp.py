@@ -179,3 +179,26 @@ def test_an_unknown_tool_is_an_error(tmp_path, expert):
     with open_log(tmp_path / "mcp.db") as log:
         is_error, text = _call(build_server(expert, log), "delete_everything", {})
     assert is_error and "delete_everything" in text and "recommend and explain" in text
+
+
+def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path, monkeypatch):
+    """/mcp answers 503 in an app whose lifespan did not run, and is absent (404) without the mcp package; the
+    `mcp` command then exits 2 naming the package."""
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from kentino_expert.cli import service as cli_service
+    from kentino_expert.service import mcp_http
+    from kentino_expert.service.app import create_app
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    with open_log(tmp_path / "mcp.db") as log:
+        not_started = TestClient(create_app(log=log), base_url="http://localhost").post("/mcp", json=initialize)
+        assert not_started.status_code == 503 and "lifespan" in not_started.json()["detail"][0]["message"]
+        monkeypatch.setattr(mcp_http, "mcp_installed", lambda: False)
+        with TestClient(create_app(log=log), base_url="http://localhost") as client:
+            assert client.post("/mcp", json=initialize).status_code == 404
+            assert client.post("/v1/recommend", json=FINETUNE).status_code == 200
+    monkeypatch.setattr(cli_service, "mcp_installed", lambda: False)
+    result = CliRunner().invoke(cli_service.standalone, ["mcp", "--db", str(tmp_path / "cli.db")])
+    assert result.exit_code == 2 and "needs the mcp package" in result.output

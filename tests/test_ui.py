@@ -136,6 +136,18 @@ def test_with_a_token_the_browser_signs_in_with_basic(log, expert):
         assert client.get("/v1/decisions", headers=_basic(TOKEN)).status_code == 401
 
 
+def test_a_log_that_cannot_be_read_is_a_page_saying_so(tmp_path, expert):
+    """With the log closed under it, the list and a report are a 503 page, not a traceback or a JSON error."""
+    log = open_log(tmp_path / "closing.db")
+    decision_id = _record(log, expert, WORKLOADS[0])
+    with _client(log) as client:
+        log.close()
+        for url in ("/ui", f"/ui/decisions/{decision_id}"):
+            page = client.get(url)
+            assert page.status_code == 503 and page.headers["content-type"].startswith("text/html")
+            assert "cannot be read" in page.text
+
+
 def _badge_rows(path) -> int:
     """How many bands of rows hold the kind badge's colour (#f2b632): one per table row shown."""
     width, height, channels, rows = png_rows(path)

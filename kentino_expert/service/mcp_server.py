@@ -14,12 +14,9 @@ from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import anyio
-
 from .. import fastjson
 from ..answer.explain import explain_markdown
 from ..decisions.connect import open_log
-from ..decisions.meta import check_meta
 from ..errors import EngineError, KentinoError
 from ..expert import Expert
 from ..version import __version__
@@ -98,6 +95,8 @@ class KentinoTools:
 
     async def call(self, name: str, arguments: dict, headers: Mapping[str, str] | None) -> tuple[str, dict | None]:
         """(text, structured result or None) of one call; ToolFailed for what the client must change."""
+        import anyio
+
         from .http_io import decision_limiter  # the HTTP stack's limiter, shared with POST /v1/recommend
 
         if name == "recommend":
@@ -110,15 +109,15 @@ class KentinoTools:
     def recommend(self, arguments: dict) -> dict:
         """The decision's JSON (full or compact), logged with source 'mcp'."""
         facts = {k: v for k, v in arguments.items() if k not in META_KEYS}
+        try:
+            view = check_view(arguments.get("view"))
+        except ValueError as exc:
+            raise ToolFailed(f"view: {exc}") from None
         with _tool_errors("recommend", "internal error (logged on the server)"):
-            # decide() checks session_id and turn by the rules of POST /v1/recommend
-            session_id, turn = check_meta(arguments.get("session_id"), arguments.get("turn"))
-            try:
-                view = check_view(arguments.get("view"))
-            except ValueError as exc:
-                raise ToolFailed(f"view: {exc}") from None
-            response = decide(self._expert(), self.log, facts, "mcp", session_id, turn, _logger).response()
-            return response if view == "full" else compact(response)
+            # decide() checks session_id and turn by the rules of POST /v1/recommend, before deciding
+            response = decide(self._expert(), self.log, facts, "mcp", arguments.get("session_id"),
+                              arguments.get("turn"), _logger).response()
+        return response if view == "full" else compact(response)
 
     def explain(self, arguments: dict, headers: Mapping[str, str] | None) -> str:
         """The Markdown explanation of a logged decision (the log read needs the read token over HTTP) or of facts."""
@@ -206,6 +205,7 @@ async def _serve_stdio(server) -> None:
 def main(rules_dir=None, knowledge_dir=None, db=None) -> None:
     """Run the MCP server on stdin/stdout until the client closes it."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    import anyio
     expert = Expert(rules_dir, knowledge_dir)
     anyio.run(_serve_stdio, build_server(expert, open_log(db)))
 

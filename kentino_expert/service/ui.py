@@ -73,6 +73,8 @@ def decisions_page(decision_log, kind=None, since=None, session=None, cursor=Non
             rows, next_cursor = [_row(summary) for summary in found.decisions], found.next_cursor
         except InputError as exc:  # a cursor the log did not give
             wrong = (exc.field or "cursor", exc.message)
+        except DecisionLogError as exc:  # the log cannot be read now: the server's trouble, said on a page
+            return message_page("The decision log cannot be read", exc.message, 503)
     html = _templates.get_template("decisions.html").render(
         kinds=KINDS, filters=given, rows=rows, error=wrong, paged=bool(cursor),
         next_href="/ui?" + urlencode({**given, "cursor": next_cursor}) if next_cursor else None,
@@ -80,10 +82,9 @@ def decisions_page(decision_log, kind=None, since=None, session=None, cursor=Non
     return page(html, 422 if wrong else 200)
 
 
-def not_found_page(decision_id: str) -> HTMLResponse:
-    html = _templates.get_template("message.html").render(
-        title="No such decision", message=f"There is no decision '{decision_id[:200]}' in the log.")
-    return page(html, 404)
+def message_page(title: str, message: str, status: int) -> HTMLResponse:
+    """A page that only says something (no such decision, the log unreadable)."""
+    return page(_templates.get_template("message.html").render(title=title, message=message), status)
 
 
 def add_ui_routes(app, holder, decision_log) -> None:
@@ -95,7 +96,10 @@ def add_ui_routes(app, holder, decision_log) -> None:
 
     @app.get("/ui/decisions/{decision_id}", include_in_schema=False)
     def ui_decision(decision_id: str):
-        row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
+        try:
+            row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
+        except DecisionLogError as exc:
+            return message_page("The decision log cannot be read", exc.message, 503)
         if row is None:
-            return not_found_page(decision_id)
+            return message_page("No such decision", f"There is no decision '{decision_id[:200]}' in the log.", 404)
         return page(explain_html(holder.current(), row))
