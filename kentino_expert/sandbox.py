@@ -279,6 +279,13 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         os.write(sys.stdout.fileno(), _OUT_OF_MEMORY[0])  # made in advance: no memory is left to make it now
         return 3
+    except SystemError as exc:
+        # A C extension whose allocation failed under the address-space limit can return NULL without
+        # setting MemoryError; CPython then raises this exact SystemError. Anything else is a real crash.
+        if "without exception set" not in str(exc):
+            raise
+        os.write(sys.stdout.fileno(), _OUT_OF_MEMORY[0])
+        return 3
     _say(result=[d.as_dict() for d in diagnostics])
     return 0
 
