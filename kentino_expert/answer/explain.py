@@ -12,6 +12,7 @@ from datetime import datetime
 from ..errors import KentinoError
 from ..lang.semantics import truth_of
 from .charts import ChartContext, charts_of, context_of
+from .charts.svg import to_svg
 from .charts.text import to_html as chart_html
 from .charts.text import to_markdown as chart_markdown
 from .whynot import condition_values, describe_values, why_not
@@ -108,6 +109,12 @@ def _decision_line(meta: dict | None) -> str | None:
         turn = f" turn {meta['turn']}" if meta.get("turn") is not None else ""
         parts.append(f"session `{meta['session_id']}`{turn}")
     return " ".join(parts)
+
+
+def chart_files(expert, answer_dict_or_decision) -> dict[str, str]:
+    """Each chart of the explanation as a standalone SVG document, by file name (KEY.svg)."""
+    return {f"{chart.key}.svg": '<?xml version="1.0" encoding="utf-8"?>\n' + to_svg(chart) + "\n"
+            for chart in build_report(expert, answer_dict_or_decision)["charts"]}
 
 
 def explain_markdown(expert, answer_dict_or_decision) -> str:

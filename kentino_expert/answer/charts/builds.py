@@ -53,7 +53,7 @@ def builds_chart(answer: Mapping, context: ChartContext) -> Chart | None:
         gpus = _gpus(item.get("gpus_per_node"), item.get("nodes"))
         verdict = "recommended" if recommended else ("works" if works else "does not work")
         open_count = count(item.get("nodes")) is None and not recommended
-        text = f"{'at least ' if open_count else ''}{gpus} GPUs, {item.get('kind')}, {item.get('precision')}: {verdict}"
+        text = f"{'at least ' if open_count else ''}{gpus} GPUs, {item.get('kind')}: {verdict}"
         why = rec.get("summary", "") if recommended else str(item.get("why") or "")
         bars.append(Bar(label, (Segment("GPUs", gpus, NEUTRAL),), text, WORKS if works else FAILS,
                         highlighted=recommended, note=why))

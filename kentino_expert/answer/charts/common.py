@@ -30,8 +30,8 @@ def context_of(expert) -> ChartContext:
     for point in ((scaling.get("calibration") or {}).values()):
         if isinstance(point, dict) and number(point.get("efficiency")) is not None:
             nodes = point.get("nodes")
-            where = "one node" if nodes == 1 else f"{nodes} nodes"
-            points.append((f"document: TP over {point.get('gpus')} GPUs in {where} ({point.get('link')})",
+            where = "1 node" if nodes == 1 else f"{nodes} nodes"
+            points.append((f"document: TP, {point.get('gpus')} GPUs, {where}, {point.get('link')}",
                            float(point["efficiency"])))
     return ChartContext(dict(expert.ruleset.parameter_values), tuple(points))
 

@@ -34,7 +34,7 @@ def efficiency_chart(answer: Mapping, context: ChartContext) -> Chart | None:
     if own is None:
         return None
     floor = context.parameter(FLOOR_PARAMETER)
-    what = "DP replicas" if replicas_only else "TP inside each node, PP across"
+    what = "DP replicas over" if replicas_only else "TP in node, PP across"
     planned = count(rec.get("nodes"))
     own_label = (f"this plan: {what} {nodes} nodes" if planned == nodes
                  else f"the plan's layout, {what} {nodes} nodes (the plan has {planned})")

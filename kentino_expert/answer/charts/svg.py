@@ -33,7 +33,7 @@ LINE_STYLES = {CAPACITY: ("#16324f", ""), LIMIT: ("#c8473d", "6 4"), DEADLINE: (
                FLOOR: ("#c8473d", "6 4")}
 HIGHLIGHT = "#16324f"
 
-X0, PLOT_WIDTH, TEXT_ROOM = 300, 340, 290  # label column, plot, room for the value text after a bar
+X0, PLOT_WIDTH, TEXT_ROOM = 310, 340, 280  # label column, plot, room for the value text after a bar
 TITLE_H, LINE_ROW, ROW_H, BAR_H, AXIS_H, LEGEND_H = 26, 16, 30, 16, 26, 22
 WIDTH = X0 + PLOT_WIDTH + TEXT_ROOM
 
@@ -43,8 +43,8 @@ def _e(value) -> str:
 
 
 def nice_step(axis_max: float) -> float:
-    """A tick step of 1, 2 or 5 times a power of ten giving about five ticks up to axis_max."""
-    raw = axis_max / 5
+    """A tick step of 1, 2 or 5 times a power of ten giving at most six ticks up to axis_max."""
+    raw = axis_max / 6
     power = 10 ** math.floor(math.log10(raw))
     return next(power * k for k in (1, 2, 5, 10) if power * k >= raw)
 
@@ -94,7 +94,7 @@ def _bar(chart: Chart, bar, y: float) -> list[str]:
     out = [f'<g class="bar" data-label="{_e(bar.label)}" data-status="{_e(bar.status)}" '
            f'data-highlighted="{str(bar.highlighted).lower()}">',
            f'<text x="{X0 - 8}" y="{mid + 4}" text-anchor="end" fill="#1d2433"{weight}>'
-           f'{_e(_clip(bar.label, 44))}</text>']
+           f'{_e(_clip(bar.label, 41 if bar.highlighted else 44))}</text>']
     start = 0.0
     for segment in bar.segments:
         x1, x2 = _x(start, chart), _x(start + segment.value, chart)
