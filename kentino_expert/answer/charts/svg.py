@@ -28,7 +28,7 @@ from .spec import (
 
 SEGMENT_COLOURS = {WEIGHTS: "#3d7bd9", KV_CACHE: "#f2b632", ACTIVATIONS: "#8e5bd9", OPTIMIZER: "#d9608e",
                    OVERHEAD: "#7d8797", STATE: "#2f8f9d", OTHER: "#b8c0cc"}
-STATUS_COLOURS = {WORKS: "#2e9e5b", FAILS: "#c8473d", REFERENCE: "#9aa5b4", NEUTRAL: "#3d7bd9"}
+STATUS_COLOURS = {WORKS: "#2e9e5b", FAILS: "#c8473d", REFERENCE: "#9aa5b4", NEUTRAL: "#6a8ec4"}
 LINE_STYLES = {CAPACITY: ("#16324f", ""), LIMIT: ("#c8473d", "6 4"), DEADLINE: ("#c8473d", "6 4"),
                FLOOR: ("#c8473d", "6 4")}
 HIGHLIGHT = "#16324f"
