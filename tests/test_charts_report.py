@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from charts_support import IB_CLUSTER, ROOT, SVG, card_switch, missed_deadline
+from charts_support import IB_CLUSTER, ROOT, SVG, card_switch, missed_deadline, parameter
 from headless import CHROMIUM, SKIP_REASON, chromium, png_rows
 from kentino_expert.answer.charts.svg import FAILS, REFERENCE, SEGMENT_COLOURS, STATUS_COLOURS, WORKS
 from kentino_expert.answer.explain import chart_files, explain_html, explain_markdown
@@ -49,6 +49,19 @@ def test_markdown_has_the_tables(expert, ib):
     text = explain_markdown(expert, missed_deadline(ib))
     assert text.index("## Charts") < text.index("## Why: the rules that fired")
     assert "### Time to result" in text and "| 2 nodes x 8 x rtx-pro-6000 | 41.2 days | misses the deadline" in text
+
+
+def test_recommend_markdown_has_the_chart_tables(expert):
+    """`recommend --format markdown` carries each chart's table, the policy's limit among its rows."""
+    from kentino_expert.cli.main import main
+    example = ROOT / "examples" / "70b-chat.yaml"
+    done = CliRunner().invoke(main, ["recommend", str(example), "--format", "markdown"])
+    assert done.exit_code == 0, done.output
+    text = done.output
+    assert text.index("## Charts") < text.index("## Trace") and "### Memory per GPU" in text
+    card = expert.recommend(yaml.safe_load(example.read_text())).figures["gpu_memory_gb"].value
+    limit = parameter("workload_fraction_max") * card
+    assert f"| policy limit (workload_fraction_max) | {limit:,.1f} GB |" in text
 
 
 def test_other_rules_draw_no_policy_line(expert, tmp_path):
