@@ -11,6 +11,10 @@ from datetime import datetime
 
 from ..errors import KentinoError
 from ..lang.semantics import truth_of
+from .charts import ChartContext, charts_of, context_of
+from .charts.svg import to_svg
+from .charts.text import to_html as chart_html
+from .charts.text import to_markdown as chart_markdown
 from .whynot import condition_values, describe_values, why_not
 
 
@@ -39,7 +43,9 @@ def build_report(expert, subject) -> dict:
     same_rules = digest == ruleset.digest
     steps = [_report_step(expert, step, same_rules) for step in answer.get("trace", [])]
     not_chosen, why_not_error = _report_why_not(expert, answer, meta, same_rules)
-    return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen,
+    # The policy's lines (limits, floor) are the deciding rule set's: under other rules they are left out.
+    charts = charts_of(answer, context_of(expert) if same_rules else ChartContext())
+    return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen, "charts": charts,
             "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
             "current_digest": ruleset.digest, "digest_matches": same_rules, "current_rules": str(expert.rules_dir)}
 
@@ -105,6 +111,12 @@ def _decision_line(meta: dict | None) -> str | None:
     return " ".join(parts)
 
 
+def chart_files(expert, answer_dict_or_decision) -> dict[str, str]:
+    """Each chart of the explanation as a standalone SVG document, by file name (KEY.svg)."""
+    return {f"{chart.key}.svg": '<?xml version="1.0" encoding="utf-8"?>\n' + to_svg(chart) + "\n"
+            for chart in build_report(expert, answer_dict_or_decision)["charts"]}
+
+
 def explain_markdown(expert, answer_dict_or_decision) -> str:
     """A Markdown explanation of an answer (Answer or dict), a logged decision, or facts."""
     report = build_report(expert, answer_dict_or_decision)
@@ -121,6 +133,10 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
         out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
                 for w in answer["warnings"]]
         out.append("")
+    if report["charts"]:
+        out += ["## Charts", ""]
+        for chart in report["charts"]:
+            out += chart_markdown(chart)
     out += ["## Why: the rules that fired", ""]
     for step in report["steps"]:
         out += _markdown_step(step)
@@ -197,6 +213,12 @@ blockquote .hid { font-weight: 700; }
 ul.whynot li, ul.assumptions li, ul.warnings li { margin: 4px 0; }
 .warnings li { color: #7a4b00; }
 footer { color: #5b6677; font-size: 13px; margin-top: 18px; word-break: break-all; }
+figure.chart { margin: 12px 0 20px; break-inside: avoid; page-break-inside: avoid; }
+figure.chart svg { display: block; max-width: 100%; height: auto; }
+figure.chart figcaption { color: #1d2433; font-size: 14px; margin: 4px 0; }
+figure.chart figcaption .source { color: #5b6677; font-size: 13px; }
+table.chart-data { font-size: 13px; }
+@media print { body { background: #fff; } section, figure.chart { break-inside: avoid; } }
 """
 
 
@@ -220,6 +242,10 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "
                   f"<code>{_e(w['rule'])}</code>): {_e(w['message'])}</li>" for w in answer["warnings"]]
         parts.append("</ul></section>")
+    if report["charts"]:
+        parts.append('<section class="charts"><h2>Charts</h2>')
+        parts += [chart_html(chart) for chart in report["charts"]]
+        parts.append("</section>")
     parts.append('<section class="trace"><h2>Why: the rules that fired</h2>')
     for step in report["steps"]:
         parts += _html_step(step)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from .. import fastjson
+from .charts import ChartContext, charts_of
+from .charts.text import to_markdown as chart_markdown
 from .model import Answer
 
 
@@ -49,7 +51,9 @@ def to_text(answer: Answer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(answer: Answer) -> str:
+def to_markdown(answer: Answer, charts: ChartContext | None = None) -> str:
+    """The answer as a Markdown report; with `charts` (the context of the rules that answered), the charts'
+    text equivalents too (without it, the charts are drawn without the policy's lines)."""
     rec = answer.recommendation
     out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
            "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
@@ -60,6 +64,9 @@ def to_markdown(answer: Answer) -> str:
     if answer.warnings:
         out += ["## Warnings", ""]
         out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
+    drawn = charts_of(answer.model_dump(mode="json"), charts or ChartContext())
+    if drawn:
+        out += ["## Charts", ""] + [line for chart in drawn for line in chart_markdown(chart)]
     out += ["## Trace", "", "| # | rule | heuristics | where | because |", "|---|---|---|---|---|"]
     for step in answer.trace:
         out.append(f"| {step.step} | `{step.rule}` | {', '.join(step.heuristics)} | {step.file}:{step.line} "
@@ -75,3 +82,8 @@ def to_markdown(answer: Answer) -> str:
 
 
 FORMATS = {"text": to_text, "json": to_json, "markdown": to_markdown}
+
+
+def render(fmt: str, answer: Answer, charts: ChartContext | None = None) -> str:
+    """The answer in a format of FORMATS; the Markdown report's charts drawn with the `charts` context."""
+    return to_markdown(answer, charts) if fmt == "markdown" else FORMATS[fmt](answer)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..answer.explain import explain_html, explain_markdown
+from ..answer.explain import chart_files, explain_html, explain_markdown
 from ..decisions.meta import normalise_time
 from ..errors import KentinoError
 from ..service.replay import replay
@@ -157,10 +157,13 @@ def _echo_replay(result, where: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html"]), default="markdown")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write to this file instead of stdout.")
+@click.option("--charts", "charts_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write each chart as an SVG file (memory.svg, builds.svg, time.svg, efficiency.svg) in "
+                   "this directory.")
 @rules_option
 @knowledge_option
 @db_option
-def explain(target, fmt, output, rules_dir, knowledge_dir, db):
+def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
     """Explain a logged decision (by id) or an answer file (`recommend --format json` output, or facts)."""
     path = Path(target)
     if path.is_file():
@@ -177,8 +180,11 @@ def explain(target, fmt, output, rules_dir, knowledge_dir, db):
     expert = make_expert(rules_dir, knowledge_dir)
     try:
         text = (explain_html if fmt == "html" else explain_markdown)(expert, subject)
+        charts = chart_files(expert, subject) if charts_dir else {}
     except (KentinoError, KeyError, TypeError) as exc:
         raise UserError(f"{target}: cannot explain: {exc}") from None
+    if charts_dir:
+        _write_charts(Path(charts_dir), charts)
     if output:
         try:
             Path(output).write_text(text, encoding="utf-8")
@@ -189,6 +195,20 @@ def explain(target, fmt, output, rules_dir, knowledge_dir, db):
         click.echo(text, nl=False)
 
 
+
+
+def _write_charts(directory: Path, charts: dict[str, str]) -> None:
+    """Each chart beside a temporary name first, then renamed: a failed write leaves no half-written chart."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, svg in charts.items():
+            partial = directory / f".{name}.partial"
+            partial.write_text(svg, encoding="utf-8")
+            partial.replace(directory / name)
+    except OSError as exc:
+        raise UserError(f"{directory}: cannot write the charts: {exc.strerror}") from None
+    click.echo(f"wrote {len(charts)} chart{'s' if len(charts) != 1 else ''} to {directory}"
+               + (f": {', '.join(sorted(charts))}" if charts else ""), err=True)
 
 
 @click.group(cls=KentinoGroup)
