@@ -20,11 +20,34 @@ def _blank(value) -> str:
     return "" if value is None else str(value)
 
 
-def to_json(answer: Answer) -> str:
+def provisional_lines(questions) -> list[str]:
+    """Why an answer is provisional: each missing fact (Question, or its JSON dict), most decisive first, with
+    its question and the kinds some answer to it leads to."""
+    out = []
+    for question in questions:
+        q = question if isinstance(question, dict) else question.model_dump(mode="json")
+        ask = f": {q['ask']}" if q.get("ask") else ""
+        leads = (f"could lead to {', '.join(q['alternatives'])}" if q.get("alternatives")
+                 else "no value tried changes the kind")
+        out.append(f"{q['fact']}{ask} ({leads})")
+    return out
+
+
+def numbered(lines, indent: str = "") -> list[str]:
+    return [f"{indent}{index}. {line}" for index, line in enumerate(lines, start=1)]
+
+
+def provisional_heading(count: int) -> str:
+    return f"Provisional because {count} fact(s) worth asking for are not given (most decisive first):"
+
+
+def to_json(answer: Answer, questions=None) -> str:
+    """The answer's JSON (the questions are a decision's: the service and `--log` give them)."""
     return fastjson.dumps(answer.model_dump(mode="json"), indent=True)
 
 
-def to_text(answer: Answer) -> str:
+def to_text(answer: Answer, questions=None) -> str:
+    """The answer for a person; with `questions` (ranked) a provisional answer says which facts it waits for."""
     rec = answer.recommendation
     lines = [f"{rec.kind.upper()}  ({answer.status})", rec.summary, ""]
     par = rec.parallelism
@@ -34,6 +57,8 @@ def to_text(answer: Answer) -> str:
     plan += [parallelism] if parallelism else []
     plan += _present([("interconnect", rec.interconnect)])
     lines += ["Plan: " + ", ".join(plan), ""]
+    if answer.status == "provisional" and questions:
+        lines += [provisional_heading(len(questions))] + numbered(provisional_lines(questions), "  ") + [""]
     if answer.warnings:
         lines.append("Warnings:")
         lines += [f"  ! [{w.code}] {w.message} ({', '.join(w.heuristics)})" for w in answer.warnings]
@@ -49,7 +74,7 @@ def to_text(answer: Answer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(answer: Answer) -> str:
+def to_markdown(answer: Answer, questions=None) -> str:
     rec = answer.recommendation
     out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
            "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
@@ -57,6 +82,9 @@ def to_markdown(answer: Answer) -> str:
            "| " + " | ".join(_blank(v) for v in (rec.nodes, rec.gpus_per_node, rec.gpu, rec.precision, rec.replicas,
                                                  rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
                                                  rec.interconnect)) + " |", ""]
+    if answer.status == "provisional" and questions:
+        out += ["## Why provisional", "", provisional_heading(len(questions)), ""]
+        out += numbered(provisional_lines(questions)) + [""]
     if answer.warnings:
         out += ["## Warnings", ""]
         out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]

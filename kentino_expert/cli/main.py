@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ..answer.questions import rank_questions
 from ..answer.render import FORMATS
 from ..domain.workload import read_facts
 from ..ruleset.schemas import facts_schema, rules_schema
@@ -50,14 +51,17 @@ def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
     expert = make_expert(rules_dir, knowledge_dir)
     workload = read_facts(text, source)
     if log_target is None:
-        click.echo(FORMATS[fmt](expert.recommend(workload)), nl=False)
+        answer = expert.recommend(workload)
+        provisional = answer.status == "provisional"
+        questions = rank_questions(expert, workload, answer.recommendation.kind) if provisional else []
+        click.echo(FORMATS[fmt](answer, questions), nl=False)
         return
     log = open_decision_log(log_target)
     try:  # committed before the answer is printed: an acknowledged decision is never lost
         decision = decide(expert, log, workload, "cli")
     finally:
         log.close()
-    click.echo(FORMATS[fmt](decision.answer), nl=False)
+    click.echo(FORMATS[fmt](decision.answer, decision.questions), nl=False)
     click.echo(f"decision {decision.decision_id} recorded", err=True)
 
 
