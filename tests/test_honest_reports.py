@@ -109,3 +109,12 @@ def test_explain_of_an_answer_finds_its_given_facts(expert):
     answer = expert.recommend(SEVENTY_B).model_dump(mode="json")
     assert given_facts(answer) == SEVENTY_B
     assert "## Why provisional" not in explain_markdown(expert, expert.recommend(FINAL))
+
+
+def test_explain_under_other_rules_says_why_the_missing_facts_are_not_listed(expert, tmp_path):
+    """A provisional decision explained under another rule set says the facts are not listed, and why."""
+    with open_log(tmp_path / "x.db") as log:
+        decision = log.get(log.record(SEVENTY_B, expert.recommend(SEVENTY_B), "cli"))
+    decision["answer"]["ruleset"]["digest"] = "0" * 64
+    text = explain_markdown(expert, decision)
+    assert "## Why provisional" in text and "the missing facts are not listed: the rule set changed" in text

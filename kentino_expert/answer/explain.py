@@ -139,6 +139,8 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
     if report["questions"]:
         out += ["## Why provisional", "", provisional_heading(len(report["questions"])), ""]
         out += numbered(provisional_lines(report["questions"])) + [""]
+    elif answer.get("status") == "provisional" and report["why_not_error"]:
+        out += ["## Why provisional", "", f"(the missing facts are not listed: {report['why_not_error']})", ""]
     if answer.get("warnings"):
         out += ["## Warnings", ""]
         out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
@@ -243,6 +245,9 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts.append(f'<section class="provisional"><h2>Why provisional</h2><p>{_e(heading)}</p><ol class="questions">')
         parts += [f"<li>{_e(line)}</li>" for line in provisional_lines(report["questions"])]
         parts.append("</ol></section>")
+    elif answer.get("status") == "provisional" and report["why_not_error"]:
+        parts.append(f'<section class="provisional"><h2>Why provisional</h2><p>the missing facts are not listed: '
+                     f'{_e(report["why_not_error"])}</p></section>')
     if answer.get("warnings"):
         parts.append('<section><h2>Warnings</h2><ul class="warnings">')
         parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "
