@@ -119,9 +119,13 @@ def test_why_not_names_rule_condition_and_values(client):
         for failing in item["failing"]:
             assert failing["condition"] in item["text"]
             for name, value in failing["values"].items():
-                shown = "unknown" if value is None else f"'{value}'" if isinstance(value, str) else None
-                if shown:
-                    assert f"{name} is {shown}" in item["text"]
+                if value is None:  # a fact not given, a plan field not set, or a figure the facts do not allow
+                    assert any(f"{name} is {word}" in item["text"]
+                               for word in ("not given", "not set by the plan", "unknown"))
+                elif isinstance(value, str):
+                    assert f"{name} is '{value}'" in item["text"]
+                elif value is False:  # a conclusion no rule drew, or a figure that is false
+                    assert f"{name} is false" in item["text"]
             for name in failing["thresholds"]:
                 assert f"{name} = " in item["text"]
 
@@ -131,7 +135,9 @@ def test_why_not_example_sentence(client):
     body = client.post("/v1/recommend", json=CHAT).json()
     nearest = next(i for i in body["why_not"] if i["kind"] == "multi-node-ib")
     assert nearest["text"] == ("multi-node-ib was not chosen: rule 'beyond-cliff-at-production-latency' needs "
-                               "beyond_cliff (beyond_cliff is unknown)")
+                               "beyond_cliff (beyond_cliff is false, as no rule concluded it: rule "
+                               "'at-or-beyond-the-405b-cliff' needs params_b >= cliff_params_b (params_b is 70.6; "
+                               "cliff_params_b = 405))")
 
 
 def test_decision_logged_with_session_and_digest(client, log):

@@ -1,8 +1,10 @@
 """Explanations of an answer or a logged decision, as Markdown and as one self-contained HTML page.
 
-Both show the answer; then each rule that fired, with its conditions as actual value vs threshold,
-the heuristics it encodes in the document's own words, its file:line; the assumptions; why the
-other kinds were not chosen; and the rule-set digest (and whether the current rules still match it).
+Both show the answer; why it is provisional (the missing facts, ranked, with their questions); then
+each rule that fired, with its conditions as actual value vs threshold (a conclusion no rule drew reads
+false, with the figure and threshold that kept it so), the heuristics it encodes in the document's own
+words, its file:line; the assumptions; why the other kinds were not chosen; and the rule-set digest (and
+whether the current rules still match it).
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from .charts import ChartContext, charts_of, context_of
 from .charts.svg import to_svg
 from .charts.text import to_html as chart_html
 from .charts.text import to_markdown as chart_markdown
-from .whynot import condition_values, describe_values, why_not
+from .questions import given_facts, rank_questions
+from .render import numbered, provisional_heading, provisional_lines
+from .whynot import absent_notes, condition_values, describe_values, state_of, why_not_from
 
 
 def _normalise(expert, subject) -> tuple[dict, dict | None]:
@@ -41,17 +45,45 @@ def build_report(expert, subject) -> dict:
     # Under other rules, today's conditions and why-not would contradict the stored trace (a rule shown
     # as fired whose condition "does not hold"): they are shown only for the rule set that decided.
     same_rules = digest == ruleset.digest
-    steps = [_report_step(expert, step, same_rules) for step in answer.get("trace", [])]
-    not_chosen, why_not_error = _report_why_not(expert, answer, meta, same_rules)
+    firings, state, error = _rerun(expert, answer, meta, same_rules)
+    steps = [_report_step(expert, step, same_rules, state) for step in answer.get("trace", [])]
+    not_chosen = [item.model_dump(mode="json") for item in why_not_from(expert, firings, state)] if not error else []
     # The policy's lines (limits, floor) are the deciding rule set's: under other rules they are left out.
     charts = charts_of(answer, context_of(expert) if same_rules else ChartContext())
-    return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen, "charts": charts,
-            "why_not_error": why_not_error, "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
+    return {"answer": answer, "decision": meta, "steps": steps, "why_not": not_chosen, "why_not_error": error,
+            "questions": _questions(expert, subject, answer, same_rules) if not error else [], "charts": charts,
+            "digest": digest, "engine": (answer.get("ruleset") or {}).get("engine"),
             "current_digest": ruleset.digest, "digest_matches": same_rules, "current_rules": str(expert.rules_dir)}
 
 
-def _report_step(expert, step: dict, same_rules: bool) -> dict:
-    """One fired rule: its conditions as actual vs threshold (only under the deciding rule set)."""
+def _questions(expert, subject, answer: dict, same_rules: bool) -> list[dict]:
+    """The facts a provisional answer waits for, ranked (by the deciding rule set only: others would ask
+    for other facts)."""
+    if answer.get("status") != "provisional" or not same_rules:
+        return []
+    given = subject.get("facts") if isinstance(subject, dict) and isinstance(subject.get("answer"), dict) else None
+    facts = given if isinstance(given, dict) else given_facts(answer)
+    return [q.model_dump(mode="json") for q in rank_questions(expert, facts, answer["recommendation"]["kind"])]
+
+
+def _rerun(expert, answer: dict, meta: dict | None, same_rules: bool) -> tuple[list | None, dict, str | None]:
+    """(firings, final state, None) of the answer's facts on the current rules, or ([], {}, why they are not
+    shown): the why-not and the reasons a conclusion is false come from this run."""
+    if not same_rules:
+        decision_id = meta.get("decision_id") if meta else None
+        replay = f"kentino-expert decisions replay {decision_id or 'ID'}"
+        return [], {}, (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
+                        f"`{replay}` re-evaluates it with the current rules")
+    try:
+        firings, state = state_of(expert, answer)
+    except KentinoError as exc:
+        return [], {}, str(exc)
+    return firings, state, None
+
+
+def _report_step(expert, step: dict, same_rules: bool, state: dict) -> dict:
+    """One fired rule: its conditions as actual vs threshold (only under the deciding rule set); a name with
+    no value when it fired reads as what it is (a conclusion no rule drew: false, and why, from `state`)."""
     ruleset, heuristics = expert.ruleset, expert.knowledge.heuristics
     rule = ruleset.by_id.get(step["rule"])
     matched = step.get("matched") or {}
@@ -59,9 +91,10 @@ def _report_step(expert, step: dict, same_rules: bool) -> dict:
     env = {**params, **matched}
     conditions = []
     for condition in (rule.source.when if rule is not None and same_rules else ()):
-        actual, thresholds = condition_values(condition.node, matched, params)
-        conditions.append({"text": condition.text, "holds": truth_of(condition.node, env),
-                           "actual": actual, "thresholds": thresholds, "values": describe_values(actual, thresholds)})
+        actual, thresholds = condition_values(condition.node, matched, params, ruleset)
+        notes = absent_notes(actual, matched, state or matched, ruleset, params)
+        conditions.append({"text": condition.text, "holds": truth_of(condition.node, env), "actual": actual,
+                           "thresholds": thresholds, "values": describe_values(actual, thresholds, notes)})
     return {
         "step": step["step"], "rule": step["rule"], "file": step["file"], "line": step["line"],
         "description": rule.description if rule else "", "because": step.get("because", ""),
@@ -70,19 +103,6 @@ def _report_step(expert, step: dict, same_rules: bool) -> dict:
                         "text": heuristics.get(hid, {}).get("text", "(not in the current knowledge catalog)")}
                        for hid in step.get("heuristics", [])],
     }
-
-
-def _report_why_not(expert, answer: dict, meta: dict | None, same_rules: bool) -> tuple[list, str | None]:
-    """(why-not items, why they are not shown or None)."""
-    if not same_rules:
-        decision_id = meta.get("decision_id") if meta else None
-        replay = f"kentino-expert decisions replay {decision_id or 'ID'}"
-        return [], (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
-                    f"`{replay}` re-evaluates it with the current rules")
-    try:
-        return [item.model_dump(mode="json") for item in why_not(expert, answer)], None
-    except KentinoError as exc:
-        return [], str(exc)
 
 
 def _plan_rows(rec: dict) -> list[tuple[str, str]]:
@@ -128,6 +148,11 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
     out += [f"**Status:** {answer.get('status')}", "", rec.get("summary", ""), "", "| plan | value |", "|---|---|"]
     out += [f"| {name} | {_cell(value)} |" for name, value in _plan_rows(rec)]
     out.append("")
+    if report["questions"]:
+        out += ["## Why provisional", "", provisional_heading(len(report["questions"])), ""]
+        out += numbered(provisional_lines(report["questions"])) + [""]
+    elif answer.get("status") == "provisional" and report["why_not_error"]:
+        out += ["## Why provisional", "", f"(the missing facts are not listed: {report['why_not_error']})", ""]
     if answer.get("warnings"):
         out += ["## Warnings", ""]
         out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
@@ -237,6 +262,14 @@ def explain_html(expert, answer_dict_or_decision) -> str:
     parts.append('<section class="plan"><h2>Plan</h2><table><tr>'
                  + "".join(f"<th>{_e(name)}</th>" for name, _ in _plan_rows(rec)) + "</tr><tr>"
                  + "".join(f"<td>{_e(value)}</td>" for _, value in _plan_rows(rec)) + "</tr></table></section>")
+    if report["questions"]:
+        heading = provisional_heading(len(report["questions"]))
+        parts.append(f'<section class="provisional"><h2>Why provisional</h2><p>{_e(heading)}</p><ol class="questions">')
+        parts += [f"<li>{_e(line)}</li>" for line in provisional_lines(report["questions"])]
+        parts.append("</ol></section>")
+    elif answer.get("status") == "provisional" and report["why_not_error"]:
+        parts.append(f'<section class="provisional"><h2>Why provisional</h2><p>the missing facts are not listed: '
+                     f'{_e(report["why_not_error"])}</p></section>')
     if answer.get("warnings"):
         parts.append('<section><h2>Warnings</h2><ul class="warnings">')
         parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "

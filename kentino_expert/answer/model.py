@@ -118,7 +118,8 @@ class FailingCondition(BaseModel):
     """A `when` condition that does not hold, with the values it saw and the thresholds it compares them with."""
     model_config = _FROZEN
     condition: str = Field(description="The condition as written in the rule.")
-    values: dict = Field(description="The values of the facts and figures it names (null: unknown).")
+    values: dict = Field(description="The values of the facts, figures and conclusions it names (false: a "
+                                      "conclusion no rule drew; null: not given or unknown).")
     thresholds: dict = Field(description="The rule parameters it compares them with.")
     text: str = Field(description="The condition and its values in words.")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from ..domain.state import FACT_TYPES
+from ..domain.state import FACT_TYPES, unflatten_facts
 from ..domain.vocabulary import KINDS
 from ..domain.workload import Workload, validate_facts
 from ..errors import KentinoError
@@ -21,6 +21,16 @@ from ..paths import bundled
 from .model import Probe, Question
 
 PROBES_FILE = "probes.yaml"
+
+
+def given_facts(answer: dict) -> dict:
+    """The facts the caller gave, from an answer's JSON: its facts without the defaults its assumptions list
+    (and without the catalog's params_b beside a model)."""
+    assumed = {a["fact"] for a in answer.get("assumptions", [])}
+    facts = {k: v for k, v in (answer.get("facts") or {}).items() if k not in assumed}
+    if "model" in facts:
+        facts.pop("params_b", None)
+    return unflatten_facts(facts)
 
 
 def missing_facts(workload: Workload, ruleset) -> list[str]:

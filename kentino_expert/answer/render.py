@@ -22,11 +22,34 @@ def _blank(value) -> str:
     return "" if value is None else str(value)
 
 
-def to_json(answer: Answer) -> str:
+def provisional_lines(questions) -> list[str]:
+    """Why an answer is provisional: each missing fact (Question, or its JSON dict), most decisive first, with
+    its question and the kinds some answer to it leads to."""
+    out = []
+    for question in questions:
+        q = question if isinstance(question, dict) else question.model_dump(mode="json")
+        ask = f": {q['ask']}" if q.get("ask") else ""
+        leads = (f"could lead to {', '.join(q['alternatives'])}" if q.get("alternatives")
+                 else "no value tried changes the kind")
+        out.append(f"{q['fact']}{ask} ({leads})")
+    return out
+
+
+def numbered(lines, indent: str = "") -> list[str]:
+    return [f"{indent}{index}. {line}" for index, line in enumerate(lines, start=1)]
+
+
+def provisional_heading(count: int) -> str:
+    return f"Provisional because {count} fact(s) worth asking for are not given (most decisive first):"
+
+
+def to_json(answer: Answer, questions=None) -> str:
+    """The answer's JSON (the questions are a decision's: the service and `--log` give them)."""
     return fastjson.dumps(answer.model_dump(mode="json"), indent=True)
 
 
-def to_text(answer: Answer) -> str:
+def to_text(answer: Answer, questions=None) -> str:
+    """The answer for a person; with `questions` (ranked) a provisional answer says which facts it waits for."""
     rec = answer.recommendation
     lines = [f"{rec.kind.upper()}  ({answer.status})", rec.summary, ""]
     par = rec.parallelism
@@ -36,6 +59,8 @@ def to_text(answer: Answer) -> str:
     plan += [parallelism] if parallelism else []
     plan += _present([("interconnect", rec.interconnect)])
     lines += ["Plan: " + ", ".join(plan), ""]
+    if answer.status == "provisional" and questions:
+        lines += [provisional_heading(len(questions))] + numbered(provisional_lines(questions), "  ") + [""]
     if answer.warnings:
         lines.append("Warnings:")
         lines += [f"  ! [{w.code}] {w.message} ({', '.join(w.heuristics)})" for w in answer.warnings]
@@ -51,9 +76,10 @@ def to_text(answer: Answer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(answer: Answer, charts: ChartContext | None = None) -> str:
-    """The answer as a Markdown report; with `charts` (the context of the rules that answered), the charts'
-    text equivalents too (without it, the charts are drawn without the policy's lines)."""
+def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = None) -> str:
+    """The answer as a Markdown report; with `questions` (ranked) a provisional answer says which facts it
+    waits for; with `charts` (the context of the rules that answered), the charts' text equivalents too
+    (without it, the charts are drawn without the policy's lines)."""
     rec = answer.recommendation
     out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
            "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
@@ -61,6 +87,9 @@ def to_markdown(answer: Answer, charts: ChartContext | None = None) -> str:
            "| " + " | ".join(_blank(v) for v in (rec.nodes, rec.gpus_per_node, rec.gpu, rec.precision, rec.replicas,
                                                  rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
                                                  rec.interconnect)) + " |", ""]
+    if answer.status == "provisional" and questions:
+        out += ["## Why provisional", "", provisional_heading(len(questions)), ""]
+        out += numbered(provisional_lines(questions)) + [""]
     if answer.warnings:
         out += ["## Warnings", ""]
         out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
@@ -84,6 +113,6 @@ def to_markdown(answer: Answer, charts: ChartContext | None = None) -> str:
 FORMATS = {"text": to_text, "json": to_json, "markdown": to_markdown}
 
 
-def render(fmt: str, answer: Answer, charts: ChartContext | None = None) -> str:
+def render(fmt: str, answer: Answer, questions=None, charts: ChartContext | None = None) -> str:
     """The answer in a format of FORMATS; the Markdown report's charts drawn with the `charts` context."""
-    return to_markdown(answer, charts) if fmt == "markdown" else FORMATS[fmt](answer)
+    return to_markdown(answer, questions, charts) if fmt == "markdown" else FORMATS[fmt](answer, questions)

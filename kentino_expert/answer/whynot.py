@@ -4,12 +4,13 @@
 rule for another task is far: the buyer would have to describe a different job), then the fewest
 false conditions in all, then the one tried first. Each failing condition is shown with the
 actual values of the names it mentions and the values of the parameters (thresholds) it compares
-them with.
+them with. A name with no value reads as what it is: a fact not given, a plan field not set, a figure
+unknown, or a conclusion no rule drew - false, with the rule and the figures that kept it so.
 """
 from __future__ import annotations
 
 from ..domain.derive import derive
-from ..domain.state import FACT_TYPES, RECOMMENDED_KIND, unflatten_facts
+from ..domain.state import FACT_TYPES, RECOMMENDATION_TYPES, RECOMMENDED_KIND, unflatten_facts
 from ..domain.vocabulary import KINDS
 from ..domain.workload import Workload, validate_facts
 from ..engine.chaining import run_rules
@@ -66,21 +67,73 @@ def plain(value):
     return None if value is MISSING else value
 
 
-def condition_values(condition_node, state: dict, params: dict) -> tuple[dict, dict]:
-    """(actual values of the non-parameter names, values of the parameters) a condition mentions."""
+def condition_values(condition_node, state: dict, params: dict, ruleset=None) -> tuple[dict, dict]:
+    """(actual values of the non-parameter names, values of the parameters) a condition mentions; with the
+    rule set, a conclusion that rules only ever conclude `true` and that none drew is false (the rules ran
+    to the end: nothing else could have concluded it)."""
     actual, thresholds = {}, {}
     for name in dict.fromkeys(n.id for n in nodes.names_in(condition_node)):
         if name in params:
             thresholds[name] = params[name]
         else:
-            actual[name] = plain(state.get(name, MISSING))
+            value = plain(state.get(name, MISSING))
+            if value is None and ruleset is not None and _true_only(name, ruleset):
+                value = False
+            actual[name] = value
     return actual, thresholds
 
 
-def describe_values(actual: dict, thresholds: dict) -> str:
-    parts = [f"{name} is {show(value)}" for name, value in actual.items()]
+def describe_values(actual: dict, thresholds: dict, notes: dict | None = None) -> str:
+    """`name is value` for each value and `name = value` for each threshold; `notes` (name -> words) say
+    what an absent value is, or why a conclusion is false."""
+    notes = notes or {}
+    parts = [f"{name} is {notes.get(name) or show(value)}" for name, value in actual.items()]
     parts += [f"{name} = {show(value)}" for name, value in thresholds.items()]
     return "; ".join(parts)
+
+
+def _concluders(name: str, ruleset) -> list:
+    return [rule for rule in ruleset.rules if any(key == name for key, _ in rule.source.then.conclude)]
+
+
+def _true_only(name: str, ruleset) -> bool:
+    """Every rule that concludes `name` concludes it `true` (so its absence at the end means false)."""
+    concluders = _concluders(name, ruleset)
+    return bool(concluders) and all(value is True for rule in concluders
+                                    for key, value in rule.source.then.conclude if key == name)
+
+
+def _why_false(name: str, env: dict, state: dict, ruleset, params: dict) -> list[str]:
+    """For each rule that would conclude `name`: the conditions that fail, with their values (one level deep:
+    a conclusion they name reads 'false' without its own reasons)."""
+    reasons = []
+    for rule in _concluders(name, ruleset):
+        failed = _failed_conditions(rule, env)
+        if failed:
+            needs = [f"{c.text} ({describe_values(*condition_values(c.node, state, params, ruleset))})" for c in failed]
+            reasons.append(f"rule '{rule.id}' needs {' and '.join(needs)}")
+    return reasons
+
+
+def absent_notes(names, present: dict, state: dict, ruleset, params: dict) -> dict:
+    """name -> what its absence from `present` means: 'not given' (a fact), 'not set by the plan', or for a
+    conclusion no rule drew, 'false' with each concluding rule's failing conditions and their values in
+    `state` (the final state). Figures the facts do not allow stay 'unknown' (no note)."""
+    env = {**params, **state}
+    notes = {}
+    for name in names:
+        if name in params or present.get(name, MISSING) not in (MISSING, None):
+            continue
+        if name in FACT_TYPES:
+            notes[name] = "not given"
+        elif name in RECOMMENDATION_TYPES:
+            notes[name] = "not set by the plan"
+        elif _true_only(name, ruleset) and state.get(name, MISSING) is MISSING:
+            reasons = _why_false(name, env, state, ruleset, params)
+            notes[name] = "false" + (f", as no rule concluded it: {'; '.join(reasons)}" if reasons else "")
+        elif state.get(name, MISSING) is not MISSING:
+            notes[name] = f"not yet concluded (concluded later as {show(state[name])})"
+    return notes
 
 
 def _failed_conditions(rule, env: dict) -> list:
@@ -97,11 +150,13 @@ def _on_facts(conditions, params) -> int:
     return count
 
 
-def _failing(conditions, state: dict, params: dict) -> list[FailingCondition]:
+def _failing(conditions, state: dict, params: dict, ruleset) -> list[FailingCondition]:
     out = []
     for condition in conditions:
-        actual, thresholds = condition_values(condition.node, state, params)
-        text = f"{condition.text} ({describe_values(actual, thresholds)})" if actual or thresholds else condition.text
+        actual, thresholds = condition_values(condition.node, state, params, ruleset)
+        notes = absent_notes(actual, state, state, ruleset, params)
+        described = describe_values(actual, thresholds, notes)
+        text = f"{condition.text} ({described})" if actual or thresholds else condition.text
         out.append(FailingCondition(condition=condition.text, values=actual, thresholds=thresholds, text=text))
     return out
 
@@ -139,7 +194,7 @@ def why_not_from(expert, firings, state: dict) -> list[WhyNot]:
         # only the nearest rule is described: counting failures is cheap, describing them is not
         _, _, _, rule, failed = min(((_on_facts(f, params), len(f), rule.order, rule, f) for rule in candidates
                                      for f in [_failed_conditions(rule, env)]), key=lambda item: item[:3])
-        out.append(_nearest(kind, rule, _failing(failed, state, params), decider, chosen))
+        out.append(_nearest(kind, rule, _failing(failed, state, params, ruleset), decider, chosen))
     return out
 
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..answer.charts import context_of
+from ..answer.questions import rank_questions
 from ..answer.render import FORMATS, render
 from ..domain.workload import read_facts
 from ..ruleset.schemas import facts_schema, rules_schema
@@ -51,14 +52,17 @@ def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
     expert = make_expert(rules_dir, knowledge_dir)
     workload = read_facts(text, source)
     if log_target is None:
-        click.echo(render(fmt, expert.recommend(workload), context_of(expert)), nl=False)
+        answer = expert.recommend(workload)
+        provisional = answer.status == "provisional"
+        questions = rank_questions(expert, workload, answer.recommendation.kind) if provisional else []
+        click.echo(render(fmt, answer, questions, context_of(expert)), nl=False)
         return
     log = open_decision_log(log_target)
     try:  # committed before the answer is printed: an acknowledged decision is never lost
         decision = decide(expert, log, workload, "cli")
     finally:
         log.close()
-    click.echo(render(fmt, decision.answer, context_of(expert)), nl=False)
+    click.echo(render(fmt, decision.answer, decision.questions, context_of(expert)), nl=False)
     click.echo(f"decision {decision.decision_id} recorded", err=True)
 
 
