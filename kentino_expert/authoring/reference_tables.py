@@ -193,7 +193,8 @@ def diagnostics_table(ruleset=None, knowledge=None) -> str:
 
 
 def options_table(command: click.Command) -> str:
-    """Every option of a click command (`serve`'s, from the CLI that owns it): its default and its help."""
+    """Every option of a click command (`serve`'s, from the CLI that owns it): its environment variable, its
+    default and its help."""
     rows = []
     for param in command.params:
         if not isinstance(param, click.Option) or param.name == "help":
@@ -202,10 +203,9 @@ def options_table(command: click.Command) -> str:
         meaning = param.help or ""
         if isinstance(param.type, click.Choice):
             meaning = (meaning + " One of " + ", ".join(f"`{c}`" for c in param.type.choices) + ".").strip()
-        if param.envvar and param.envvar not in meaning:
-            meaning += f" [env {param.envvar}]"
-        rows.append((", ".join(f"`{o}`" for o in param.opts), default, meaning))
-    return _table(("option", "default", "meaning"), rows)
+        variable = f"`{param.envvar}`" if isinstance(param.envvar, str) else "-"
+        rows.append((", ".join(f"`{o}`" for o in param.opts), variable, default, meaning))
+    return _table(("option", "variable", "default", "meaning"), rows)
 
 
 def _purpose(path: Path) -> str:
@@ -228,7 +228,7 @@ TABLES = {
     "modules": modules_table,
 }
 # Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.
-PASSED_IN = ("serve-options",)
+PASSED_IN = ("serve-options", "mcp-options")
 
 
 def render_all(ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[str, str]:

@@ -24,7 +24,7 @@ WRITE_WAIT = 5.0  # seconds a write waits for a connection while the server answ
 READ_WAIT = 10.0  # seconds a read waits for a connection (all of them busy with other reads)
 PROBE_WAIT = 1.0  # /readyz: under HAProxy's 2 s check timeout, so a lost log is a 503, not a timeout
 DOWN_WAIT = 0.05  # while the server is known unreachable: only a connection the pool already has
-RETAKE_WAIT = 1.0  # after a dropped connection: a new one comes in milliseconds if the server answers
+RETAKE_WAIT = 0.5  # after a dropped connection: a new one comes in milliseconds if the server answers
 RECONNECT_SECONDS = 5.0  # a pool's reconnection attempts back off (1, 2 s ...) for this long, then start over
 
 

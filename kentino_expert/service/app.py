@@ -29,12 +29,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..answer.explain import explain_html, explain_markdown
 from ..decisions.connect import open_log
-from ..decisions.log import MAX_HTTP_PAGE
+from ..decisions.log import MAX_HTTP_PAGE, default_instance
 from ..decisions.meta import normalise_time
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
 from ..expert import Expert
 from ..sandbox import vet
 from ..version import __version__
+from .follower import PublishedSource, follows_published
 from .guard import Access, Guard, document_access
 from .holder import ExpertHolder
 from .http_io import (
@@ -48,6 +49,7 @@ from .http_io import (
     request_schema,
     tool_definition,
 )
+from .metrics import install as install_metrics
 
 
 def _detail(field, message, status=422, **extra) -> JSONResponse:
@@ -83,17 +85,21 @@ def _default_factory(rules_dir=None, knowledge_dir=None):
 
 def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=None, db=None,
                reload_file: str | None = None, admin_token: str | None = None, read_token: str | None = None,
-               allowed_hosts=None) -> FastAPI:
+               allowed_hosts=None, instance: str | None = None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
     DecisionLog (default: connect.open_log(db), i.e. KENTINO_DB or ./kentino-decisions.db).
 
     Tokens and allowed Host names not given come from KENTINO_ADMIN_TOKEN, KENTINO_READ_TOKEN and
-    KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access).
+    KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access). The
+    instance label recorded in each decision: `instance`, else KENTINO_INSTANCE, else the host's name.
     """
     access = Access.resolve(read_token, admin_token, allowed_hosts)
     factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
-    holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else open_log(db)
+    decision_log.instance = instance or decision_log.instance or default_instance()
+    # on PostgreSQL the published rule set, once there is one, is served and followed (follower.py)
+    published = PublishedSource(decision_log, _default_factory) if follows_published(decision_log) else None
+    holder = ExpertHolder(factory, reload_file, published=published)
 
     app = FastAPI(title="Kentino Expert", version=__version__,
                   description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
@@ -101,6 +107,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     app.state.holder = holder
     app.state.log = decision_log
     app.state.access = access
+    install_metrics(app, holder, decision_log, decision_log.instance)  # innermost
     app.add_middleware(HeadAsGet)
     app.add_middleware(Guard, access=access, routes=app.router.routes)  # outermost: before HEAD becomes GET
     _install_error_handlers(app)
@@ -123,10 +130,11 @@ def _document_access(app, access) -> None:
 
 
 def _lifespan(holder):
-    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only)."""
+    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only); on a
+    PostgreSQL log the holder follows the published rule set while the app runs."""
     def reload_logged(origin: str):
         try:
-            result = holder.reload()
+            result = holder.reload(trigger=origin.lower())
             logging.getLogger("uvicorn.error").info("%s: rules reloaded, digest %s", origin, result["digest"][:16])
         except KentinoError as exc:
             logging.getLogger("uvicorn.error").error("%s: reload refused, still serving %s:\n%s", origin,
@@ -142,9 +150,11 @@ def _lifespan(holder):
                 installed = True
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        holder.start_following()  # a PostgreSQL log: switch to each rule set published (in a thread)
         try:
             yield
         finally:
+            holder.stop_following()
             if installed:
                 loop.remove_signal_handler(signal.SIGHUP)
 
@@ -280,7 +290,9 @@ def _add_operations_routes(app, holder, decision_log) -> None:
         writable = decision_log.writable()
         body = {"ready": loaded and writable, "rules_loaded": loaded, "log_writable": writable,
                 "digest": expert.ruleset.digest if expert else None, "generation": serving.generation,
-                "worker_pid": os.getpid(), "last_reload_error": serving.last_error}
+                "worker_pid": os.getpid(), "last_reload_error": serving.last_error,
+                "instance": decision_log.instance, "rule_source": serving.source,
+                "published_digest": serving.published_digest}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
@@ -323,7 +335,7 @@ def app_from_env() -> FastAPI:
     """Factory for `uvicorn --factory kentino_expert.service.app:app_from_env` (and --workers > 1).
 
     Reads KENTINO_RULES, KENTINO_KNOWLEDGE, KENTINO_DB and KENTINO_RELOAD_FILE, and (create_app)
-    KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN and KENTINO_ALLOWED_HOSTS.
+    KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN, KENTINO_ALLOWED_HOSTS and KENTINO_INSTANCE.
     """
     app = create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
                      knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,

@@ -3,7 +3,7 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 
 - Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
   page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
-- Scopes: routes under /v1/decisions need `read`, routes under /v1/admin need `admin`; the admin
+- Scopes: routes under /v1/decisions and /metrics need `read`, routes under /v1/admin need `admin`; the admin
   token also reads. With no token configured the log is open (loopback use); with any token
   configured every log read needs one. With no admin token, HTTP reload is off (403).
 - POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from starlette.routing import Match
 
 READ, ADMIN = "read", "admin"
-SCOPE_PREFIXES = (("/v1/decisions", READ), ("/v1/admin", ADMIN))
+SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN))
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
 REALM = "kentino-expert"

@@ -11,6 +11,9 @@ Every worker serves through http_limits' protocol, with the limits the superviso
 A reload through one worker's POST /v1/admin/reload reaches the others through the mtime of a
 marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named by its
 /proc/<pid>/fd path, so that nothing is left on disk however the supervisor ends, SIGKILL included.
+(On a PostgreSQL log every worker also follows the published rule set itself: see follower.py.)
+The workers' metrics share one directory (`metrics_directory()`, see metrics.py); the supervisor
+tells prometheus-client when a worker died, so its live gauges stop counting.
 """
 from __future__ import annotations
 
@@ -78,6 +81,24 @@ def reload_marker():
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@contextmanager
+def metrics_directory():
+    """A new private directory for the workers' metrics (PROMETHEUS_MULTIPROC_DIR), removed afterwards."""
+    directory = tempfile.mkdtemp(prefix="kentino-metrics-")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _forget_worker(pid: int) -> None:
+    """A dead worker's live gauges (the rule set it served) no longer count; its counters do."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+        with suppress(OSError):
+            multiprocess.mark_process_dead(pid)
+
+
 def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the supervisor died before the line above took effect
@@ -127,6 +148,7 @@ class Supervisor:
                     if not process.is_alive() and not self._stopping:
                         print(f"kentino-expert: worker {process.pid} exited ({process.exitcode}); starting another",
                               file=sys.stderr, flush=True)
+                        _forget_worker(process.pid)
                         time.sleep(0.5)  # a worker that cannot start must not spin
                         self._workers[index] = self._start_one()
         finally:
