@@ -17,7 +17,7 @@ from ..decisions.connect import is_url, log_target
 from ..decisions.meta import check_instance
 from ..errors import KentinoError
 from ..service.mcp_server import main as mcp_main
-from ..service.mcp_server import server_classes
+from ..service.mcp_server import mcp_installed
 from .common import (
     KentinoGroup,
     UserError,
@@ -226,10 +226,8 @@ def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, l
               help="This server's label, recorded in every decision (default: HOSTNAME).")
 def mcp(rules_dir, knowledge_dir, db, instance):
     """Run the MCP server (tools `recommend` and `explain`) on stdin/stdout."""
-    try:
-        server_classes()
-    except ImportError:
-        raise UserError("the MCP server needs the mcp package: pip install mcp") from None
+    if not mcp_installed():
+        raise UserError("the MCP server needs the mcp package (2.x): pip install 'mcp>=2.3,<3'")
     expert = make_expert(rules_dir, knowledge_dir)
     open_decision_log(db).close()
     announce(expert)  # stdout carries the protocol
