@@ -2,12 +2,13 @@
 over and over (the finding of issue 12: 2.9 ms alone, 547 ms during a listing, one connection behind one lock).
 
 `python -m benchmarks.log_latency postgresql://user@host/db [--records 300] [--readers 2]` (or a SQLite path)
-makes a scratch schema (PostgreSQL) or file, fills it with 5,000 decisions, prints median, p90, p99 and max
-of record() in both phases, and how many listings ran, then drops the scratch data.
+makes a scratch schema (PostgreSQL) or file, fills it with 5,000 decisions (each with a full answer), prints
+median, p90, p99 and max of record() in both phases, and how many listings ran, then drops the scratch data.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import threading
@@ -18,9 +19,17 @@ from pathlib import Path
 
 from kentino_expert.decisions.connect import open_log
 
-ANSWER = {"status": "final", "recommendation": {"kind": "single-node", "summary": "Buy one node."},
-          "ruleset": {"digest": "d" * 64, "engine": "bench"}, "trace": [{"rule": f"r{i}"} for i in range(10)]}
 FACTS = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 48, "context_tokens": 8192}
+
+
+def real_answer() -> dict:
+    """A full answer of the bundled rules (about 10 KB of JSON): what each logged row holds."""
+    from kentino_expert.expert import Expert
+    expert = Expert()
+    try:
+        return expert.recommend(FACTS).model_dump(mode="json")
+    finally:
+        expert.close()
 
 
 @contextmanager
@@ -41,11 +50,11 @@ def scratch_target(target: str):
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def _timed_records(log, count: int) -> list[float]:
+def _timed_records(log, answer: dict, count: int) -> list[float]:
     seconds = []
     for _ in range(count):
         start = time.perf_counter()
-        log.record(FACTS, ANSWER, "http")
+        log.record(FACTS, answer, "http")
         seconds.append(time.perf_counter() - start)
     return seconds
 
@@ -58,16 +67,18 @@ def _summary(seconds: list[float]) -> dict:
 
 
 def measure(target: str, records: int, readers: int) -> dict:
+    answer = real_answer()
+    facts_text, answer_text = json.dumps(FACTS), json.dumps(answer)
     with scratch_target(target) as scratch:
         log = open_log(scratch)
         try:
-            for _ in range(50):  # 5,000 rows to list, in batches of 100
+            for _ in range(50):  # 5,000 full rows to list, in batches of 100
                 log._insert_many([{"decision_id": uuid.uuid4().hex, "created_at": "2025-01-01T00:00:00.000000+00:00",
-                                   "source": "cli", "facts": "{}", "answer": "{}", "kind": "single-node",
-                                   "digest": "d" * 64, "engine": "bench", "status": "final", "summary": "s"}
-                                  for _ in range(100)])
-            _timed_records(log, 20)  # warm the connections
-            alone = _timed_records(log, records)
+                                   "source": "cli", "facts": facts_text, "answer": answer_text,
+                                   "kind": "single-node", "digest": "d" * 64, "engine": "bench", "status": "final",
+                                   "summary": "s"} for _ in range(100)])
+            _timed_records(log, answer, 20)  # warm the connections
+            alone = _timed_records(log, answer, records)
             stop, listings = threading.Event(), [0]
 
             def list_again():
@@ -78,7 +89,7 @@ def measure(target: str, records: int, readers: int) -> dict:
             for thread in threads:
                 thread.start()
             time.sleep(0.2)
-            during = _timed_records(log, records)
+            during = _timed_records(log, answer, records)
             stop.set()
             for thread in threads:
                 thread.join(60)
@@ -94,7 +105,6 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300)
     parser.add_argument("--readers", type=int, default=2)
     args = parser.parse_args()
-    import json
     print(json.dumps(measure(args.target, args.records, args.readers), indent=2))
 
 

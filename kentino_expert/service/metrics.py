@@ -147,9 +147,7 @@ def install(app, holder, decision_log, instance: str) -> ServiceMetrics:
     decision_log.on_batch = metrics.batched
     app.add_middleware(DecisionTimer, metrics=metrics)
 
-    @app.get("/metrics", summary="Prometheus metrics (text format; the read token when one is configured)",
-             response_class=Response,
-             responses={200: {"description": "the metrics", "content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}}})
+    @app.get("/metrics", include_in_schema=False)  # for operators' scrapers, not a tool (like /readyz)
     def metrics_route():
         metrics.sync_cache()
         return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
