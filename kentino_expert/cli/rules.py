@@ -171,7 +171,7 @@ def rules_docs(outdir, rules_dir, knowledge_dir, guides):
 
 def cli_tables() -> dict[str, str]:
     """The guides' tables whose source is the command line itself (reference_tables.PASSED_IN)."""
-    return {"serve-options": options_table(serve), "mcp-options": options_table(mcp)}
+    return {"service-options": options_table(serve, mcp)}
 
 
 @rules_group.command("examples")

@@ -120,8 +120,8 @@ def env(name: str) -> dict:
 
 instance_option = click.option(
     "--instance", default=None, callback=_instance, **env("INSTANCE"),
-    help="This replica's label, recorded in every decision and shown by /readyz and /metrics (default: "
-         "HOSTNAME:PORT).")
+    help="This process's label, recorded in every decision; serve's /readyz and /metrics show it (default: "
+         "HOSTNAME:PORT for serve, HOSTNAME for mcp).")
 
 
 @click.command("serve")
@@ -222,8 +222,7 @@ def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, l
 @rules_option
 @knowledge_option
 @db_option
-@click.option("--instance", default=None, callback=_instance, **env("INSTANCE"),
-              help="This server's label, recorded in every decision (default: HOSTNAME).")
+@instance_option
 def mcp(rules_dir, knowledge_dir, db, instance):
     """Run the MCP server (tools `recommend` and `explain`) on stdin/stdout."""
     if not mcp_installed():
