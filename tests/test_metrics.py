@@ -45,8 +45,9 @@ def _client(tmp_path, rules_dir=None, **tokens) -> TestClient:
 
 def test_a_decision_is_counted_timed_and_batched(tmp_path):
     """One decision adds one to kentino_decisions_total with its kind, status and source, one observation to the
-    latency histogram, one batch of one row to the group commit and one cache miss; the same facts again are a
-    cache hit. The rule set served shows as 1 under its digest and the instance label."""
+    latency histograms (the request, the log's commit), one batch of one row to the group commit and one cache
+    miss; the same facts again are a cache hit. The rule set served shows as 1 under its digest and the instance
+    label."""
     with _client(tmp_path) as client:
         before = scrape(client)
         answer = client.post("/v1/recommend", json=FACTS).json()
@@ -58,7 +59,7 @@ def test_a_decision_is_counted_timed_and_batched(tmp_path):
     count = "kentino_decision_seconds_count"
     assert value(after, count, code="200") == value(before, count, code="200") + 1
     for name in ("kentino_group_commit_batches_total", "kentino_group_commit_rows_total",
-                 "kentino_answer_cache_misses_total"):
+                 "kentino_answer_cache_misses_total", "kentino_log_record_seconds_count"):
         assert value(after, name) == value(before, name) + 1, name
     hits = "kentino_answer_cache_hits_total"
     assert value(again, hits) == value(after, hits) + 1

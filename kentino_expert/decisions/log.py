@@ -15,6 +15,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -77,8 +78,9 @@ class DecisionLog:
     _T = "?"
     # who answered, recorded in every row (`serve` sets its --instance; default: default_instance())
     instance: str | None = None
-    # told each committed row (the service counts decisions with it); its failure never fails a decision
-    on_record: Callable[[dict], None] | None = None
+    # told each committed row and the seconds its commit took (the service's metrics); its failure never
+    # fails a decision
+    on_record: Callable[[dict, float], None] | None = None
     on_batch: Callable[[int], None] | None = None  # told the size of each group-commit batch
 
     # -- writing -------------------------------------------------------------------------------
@@ -99,10 +101,11 @@ class DecisionLog:
                "digest": digest, "engine": engine, "status": _text_or_none(dump.get("status")),
                "summary": _text_or_none((dump["recommendation"] or {}).get("summary")),
                "instance": self.instance or default_instance()}
+        started = time.perf_counter()
         self._group_commit().commit(row)
         if self.on_record is not None:
             try:
-                self.on_record(row)
+                self.on_record(row, time.perf_counter() - started)
             except Exception:  # noqa: BLE001 - an observer's bug must not unsay a committed decision
                 logging.getLogger(__name__).exception("decision observer failed")
         return row["decision_id"]

@@ -8,6 +8,7 @@ The route needs the read token when one is configured (guard.py). Names:
 
 - kentino_decisions_total{kind,status,source}: decisions recorded (committed to the log).
 - kentino_decision_seconds{code}: POST /v1/recommend from request to response, by HTTP status.
+- kentino_log_record_seconds: a decision's commit to the log, waiting for its group-commit transaction included.
 - kentino_reloads_total{result,trigger}: rule-set builds after the start, `ok` or `refused`, asked by
   `http`, `sighup`, `worker` (another worker's reload) or `published` (a NOTIFY).
 - kentino_rule_set_info{digest,instance,source}: 1 for the rule set served (0 for one served before).
@@ -16,6 +17,7 @@ The route needs the read token when one is configured (guard.py). Names:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -33,6 +35,9 @@ DECISIONS = Counter("kentino_decisions", "Decisions recorded in the log, by reco
 DECISION_SECONDS = Histogram("kentino_decision_seconds", "POST /v1/recommend from request to response (deciding "
                              "and committing), by HTTP status.", ["code"],
                              buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+RECORD_SECONDS = Histogram("kentino_log_record_seconds", "A decision's commit to the log (waiting for its group-commit "
+                           "transaction included).", buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                              0.25, 0.5, 1, 2.5, 5))
 RELOADS = Counter("kentino_reloads", "Rule-set builds after the start, by result (ok, refused) and trigger.",
                   ["result", "trigger"])
 RULE_SET = Gauge("kentino_rule_set_info", "The rule set served (1; 0 for a set served before), by digest, "
@@ -58,9 +63,10 @@ def exposition() -> bytes:
 
 
 def worker_exited(pid: int) -> None:
-    """Forget a dead worker's live gauges (its counters stay counted)."""
+    """Forget a dead worker's live gauges (the rule set it served); its counters stay counted."""
     if multiprocess():
-        _multiprocess.mark_process_dead(pid)
+        with contextlib.suppress(OSError):
+            _multiprocess.mark_process_dead(pid)
 
 
 class ServiceMetrics:
@@ -76,8 +82,9 @@ class ServiceMetrics:
         self.serving(holder.serving)
 
     # -- hooks ------------------------------------------------------------------------------------
-    def recorded(self, row: dict) -> None:
+    def recorded(self, row: dict, seconds: float) -> None:
         DECISIONS.labels(row["kind"], row.get("status") or "", row["source"]).inc()
+        RECORD_SECONDS.observe(seconds)
 
     @staticmethod
     def batched(rows: int) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 import uvicorn
 
 from .http_limits import HttpLimits, server_config
+from .metrics import worker_exited
 
 DEFAULTS = HttpLimits()
 
@@ -91,14 +92,6 @@ def metrics_directory():
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _forget_worker(pid: int) -> None:
-    """A dead worker's live gauges (the rule set it served) no longer count; its counters do."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-        with suppress(OSError):
-            multiprocess.mark_process_dead(pid)
-
-
 def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the supervisor died before the line above took effect
@@ -148,7 +141,7 @@ class Supervisor:
                     if not process.is_alive() and not self._stopping:
                         print(f"kentino-expert: worker {process.pid} exited ({process.exitcode}); starting another",
                               file=sys.stderr, flush=True)
-                        _forget_worker(process.pid)
+                        worker_exited(process.pid)
                         time.sleep(0.5)  # a worker that cannot start must not spin
                         self._workers[index] = self._start_one()
         finally:
