@@ -209,3 +209,29 @@ def test_published_directories_are_removed_when_the_service_stops(pg_target, tmp
         assert len(written) == 1
     assert not list((tmp_path / "tmp").iterdir())
     shutil.rmtree(tmp_path / "tmp")
+
+
+def test_the_stdio_mcp_server_serves_the_published_set(pg_target, tmp_path):
+    """`kentino-expert mcp` on a PostgreSQL log with a published set answers with that set, not its own rules, and
+    records its instance label and that digest (one rule set everywhere, MCP included)."""
+    pytest.importorskip("mcp", reason="the MCP server needs the mcp package")
+    import asyncio
+    import os
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    moved = rules_with_cliff(tmp_path, 60)
+    assert _publish(pg_target, moved).exit_code == 0
+
+    async def recommend() -> dict:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "kentino_expert.cli.service", "mcp"],
+                                       env={**os.environ, "KENTINO_DB": pg_target, "KENTINO_INSTANCE": "mcp-stdio"})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return (await session.call_tool("recommend", BATCH_70B)).structured_content
+    answer = asyncio.run(asyncio.wait_for(recommend(), timeout=120))
+    assert (answer["ruleset"]["digest"], answer["recommendation"]["kind"]) == (_digest(moved), "single-node-int4")
+    with open_log(pg_target) as log:
+        row = log.get(answer["decision_id"])
+    assert (row["digest"], row["instance"], row["source"]) == (_digest(moved), "mcp-stdio", "mcp")

@@ -31,13 +31,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..decisions.connect import open_log
 from ..decisions.log import default_instance
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from ..expert import Expert
-from ..sandbox import vet
 from ..version import __version__
 from .api_routes import add_answer_routes, add_decision_routes, detail
-from .follower import PublishedSource, follows_published
+from .follower import holder_for, sandboxed_factory
 from .guard import Access, Guard, authorise, document_access
-from .holder import ExpertHolder
 from .http_io import BadRequest, HeadAsGet, allow_with_head
 from .mcp_http import mount_mcp
 from .metrics import install as install_metrics
@@ -55,12 +52,7 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
 
 # -- the app ----------------------------------------------------------------------------------------
 
-def _default_factory(rules_dir=None, knowledge_dir=None):
-    def build():
-        vet(rules_dir, knowledge_dir)  # a trial load in a child process first: a hang or crash is refused there
-        return Expert(rules_dir, knowledge_dir)
-    build.rules_dir = rules_dir
-    return build
+_default_factory = sandboxed_factory  # the name tests and older callers use
 
 
 def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=None, db=None,
@@ -74,12 +66,10 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     instance label recorded in each decision: `instance`, else KENTINO_INSTANCE, else the host's name.
     """
     access = Access.resolve(read_token, admin_token, allowed_hosts)
-    factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
+    factory = expert_factory or sandboxed_factory(rules_dir, knowledge_dir)
     decision_log = log if log is not None else open_log(db)
     decision_log.instance = instance or decision_log.instance or default_instance()
-    # on PostgreSQL the published rule set, once there is one, is served and followed (follower.py)
-    published = PublishedSource(decision_log, _default_factory) if follows_published(decision_log) else None
-    holder = ExpertHolder(factory, reload_file, published=published)
+    holder = holder_for(decision_log, factory, reload_file)  # PostgreSQL: the published set (follower.py)
 
     mcp = mount_mcp(holder.current, decision_log, may_read=lambda headers: _log_read_refused(headers, access))
     app = FastAPI(title="Kentino Expert", version=__version__, description=API_DESCRIPTION,

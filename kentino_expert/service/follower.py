@@ -17,12 +17,32 @@ from pathlib import Path
 from ..decisions import published as store
 from ..decisions.postgres import PostgresDecisionLog
 from ..errors import KentinoError, Location, RuleFileError
+from ..expert import Expert
 from ..ruleset.diagnostics import Diagnostic
+from ..sandbox import vet
+from .holder import ExpertHolder
 
 
 def follows_published(log) -> bool:
     """Whether a service on this log follows the published rule set (a PostgreSQL log does)."""
     return isinstance(log, PostgresDecisionLog)
+
+
+def sandboxed_factory(rules_dir=None, knowledge_dir=None):
+    """The factory of an Expert on these directories that first trial-loads them in a child process (sandbox.vet):
+    a hang or crash is refused there."""
+    def build():
+        vet(rules_dir, knowledge_dir)
+        return Expert(rules_dir, knowledge_dir)
+    build.rules_dir = rules_dir
+    return build
+
+
+def holder_for(log, factory, reload_file: str | None = None) -> ExpertHolder:
+    """The expert holder of a server on `log` whose own rules `factory` builds: on a PostgreSQL log it serves the
+    published rule set once there is one (and follows it after `start_following()`), each built sandboxed."""
+    published = PublishedSource(log, sandboxed_factory) if follows_published(log) else None
+    return ExpertHolder(factory, reload_file, published=published)
 
 
 class PublishedSource:
