@@ -188,6 +188,18 @@ def test_reload_on_a_following_service_reads_the_published_set(pg_target, tmp_pa
         assert any(d["file"].endswith("flow.yaml") for d in refused.json()["diagnostics"]), refused.text
 
 
+def test_reload_when_the_published_set_cannot_be_read_is_a_503(pg_target):
+    """A reload on a PostgreSQL log that cannot be read (here: closed) is a 503 that says so, not a rule-set
+    refusal; the rules served stay."""
+    with _client(pg_target) as client:
+        serving = _ready(client)["digest"]
+        client.app.state.log.close()
+        response = client.post("/v1/admin/reload", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert response.status_code == 503, response.text
+    assert "published rule set cannot be read" in response.json()["detail"][0]["message"]
+    assert response.json()["serving_digest"] == serving
+
+
 def test_a_service_on_sqlite_serves_its_directories(tmp_path):
     """On SQLite there is nothing published: the service serves its --rules and says so."""
     with _client(str(tmp_path / "log.db")) as client:

@@ -210,6 +210,11 @@ def _add_operations_routes(app, holder, decision_log) -> None:
     async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
+        except DecisionLogError as exc:  # a PostgreSQL log whose published rule set cannot be read just now
+            logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: %s", exc)
+            return JSONResponse({"detail": [{"field": None, "message": "the published rule set cannot be read; the "
+                                             f"old one is still serving: {exc.message}"}],
+                                 "serving_digest": holder.expert.ruleset.digest}, status_code=503)
         except KentinoError as exc:
             logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: reload refused, still serving %s:\n%s",
                                                      holder.expert.ruleset.digest[:16], exc)
