@@ -52,5 +52,6 @@ def check_directory(rules_dir=None, knowledge_dir=None, keep: list | None = None
     except RuleFileError:
         pass
     except RecursionError:
-        sink.error(Location(str(rules_dir or "rules")), "E003", "a value nests too deeply")
+        sink.error(Location(str(rules_dir or "rules")), "E207", "checking the rule set failed: a value nests too "
+                   "deeply (RecursionError)")
     return CheckReport(tuple(sink.sorted()))

@@ -32,7 +32,7 @@ from .engine.registry import DEFAULT, backend_class
 from .errors import KentinoError, Location, RuleFileError
 from .paths import bundled
 from .rulecheck import CheckReport, check_directory
-from .ruleset.diagnostics import Diagnostic
+from .ruleset.diagnostics import Diagnostic, ordered
 
 _PREFIX = "kentino-sandbox "
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -119,8 +119,7 @@ def _diagnostics(out: bytes, err: bytes, code: int, timed_out: bool, rules: str,
                 if line.startswith(_PREFIX)]
     result = next((m["result"] for m in messages if "result" in m), None)
     if result is not None and code == 0 and not timed_out:
-        found = [_diagnostic(item) for item in result]
-        return tuple(sorted(found, key=lambda d: (d.location.file, d.location.line, d.location.column, d.code)))
+        return tuple(_diagnostic(item) for item in result)  # in the child's order: root causes first
     step = next((m for m in reversed(messages) if "step" in m), {"step": "starting"})
     where = Location(**step["where"]) if step.get("where") else Location(rules)
     doing = step.get("doing", step["step"])
@@ -181,7 +180,7 @@ def vet(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> None:
             return
     trial = trial_load(rules_dir, knowledge_dir, limits)
     if trial.errors:
-        raise RuleFileError(sorted(trial.errors, key=lambda d: (d.location.file, d.location.line, d.location.column)))
+        raise RuleFileError(trial.errors)
     with _PASSED_LOCK:
         _PASSED.add(key)
 
@@ -237,7 +236,7 @@ def _child(rules: str, knowledge: str) -> list[Diagnostic]:
     if report.errors or not ruleset:
         return list(report.diagnostics)
     silent = {d.rule for d in report.diagnostics if d.code in ("W301", "W302")}  # already said: cannot fire
-    return list(report.diagnostics) + _answer_examples(*ruleset[0], silent)
+    return ordered(list(report.diagnostics) + _answer_examples(*ruleset[0], silent))
 
 
 def _answer_examples(ruleset, knowledge, silent: set) -> list[Diagnostic]:
@@ -278,6 +277,13 @@ def main(argv: list[str]) -> int:
         diagnostics = _child(rules, knowledge)
     except MemoryError:
         os.write(sys.stdout.fileno(), _OUT_OF_MEMORY[0])  # made in advance: no memory is left to make it now
+        return 3
+    except SystemError as exc:
+        # A C extension whose allocation failed under the address-space limit can return NULL without
+        # setting MemoryError; CPython then raises this exact SystemError. Anything else is a real crash.
+        if "without exception set" not in str(exc):
+            raise
+        os.write(sys.stdout.fileno(), _OUT_OF_MEMORY[0])
         return 3
     _say(result=[d.as_dict() for d in diagnostics])
     return 0

@@ -1,11 +1,16 @@
-"""YAML loading that keeps line:column of every key and value, refuses duplicate keys and bombs."""
+"""YAML loading that keeps line:column of every key and value, refuses duplicate keys and bombs, and reads
+plain scalars as YAML 1.2's core schema does (1e5 is a number, yes/no/on/off are words)."""
 from __future__ import annotations
 
+import functools
+import math
+import re
 import sys
 
 import yaml
 
 from .errors import Location
+from .yamlsyntax import described
 
 # Limits on one YAML document, each named in the error that reports it. A rule set or a facts file
 # holds a few thousand values; these are far above any real file and far below harm.
@@ -17,6 +22,44 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present:
 _INT_TAG = "tag:yaml.org,2002:int"
 _INT_DIGITS = sys.get_int_max_str_digits() or 4300  # Python refuses to turn longer integers into text
 _INT_BOUND = 10 ** _INT_DIGITS
+
+# YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2): what a plain scalar means. PyYAML reads YAML 1.1,
+# where `1e5` is text (a float needs a dot), `yes`/`no`/`on`/`off` are booleans, `010` is octal, `1:30`
+# is 90 and `2024-05-01` a date. Here only these patterns are anything but text.
+_NULL, _BOOL = "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool"
+_FLOAT = "tag:yaml.org,2002:float"
+_CORE = ((_NULL, r"(?:~|null|Null|NULL|)\Z", "~nN"),
+         (_BOOL, r"(?:true|True|TRUE|false|False|FALSE)\Z", "tTfF"),
+         (_INT_TAG, r"(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z", "-+0123456789"),
+         (_FLOAT, r"(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z", "-+.0123456789"),
+         ("tag:yaml.org,2002:merge", r"<<\Z", "<"))  # kept only to refuse merge keys by name
+
+
+@functools.cache
+def core_schema_loader(base):
+    """`base` (a PyYAML loader class) resolving plain scalars by YAML 1.2's core schema."""
+    loader = type(f"Core{base.__name__}", (base,), {"yaml_implicit_resolvers": {}})
+    for tag, pattern, first in _CORE:
+        loader.add_implicit_resolver(tag, re.compile(pattern), list(first) + ([""] if tag == _NULL else []))
+    return loader
+
+
+def core_value(tag: str, text: str):
+    """A core-schema scalar's value (YAML 1.2: `010` is ten, `0o10` eight); ValueError when `text` is not
+    one of the tag's spellings (an explicit `!!int 1_000`)."""
+    if not re.match(next(pattern for known, pattern, _ in _CORE if known == tag), text):
+        raise ValueError(f"{text!r} is not a YAML 1.2 {tag.rsplit(':', 1)[-1]}")
+    if tag == _NULL:
+        return None
+    if tag == _BOOL:
+        return text.lower() == "true"
+    if tag == _INT_TAG:
+        base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+        return int(text[2:] if base != 10 else text, base)
+    if text.lstrip("+-").lower() == ".inf":
+        return -math.inf if text.startswith("-") else math.inf
+    return math.nan if text.lower() == ".nan" else float(text)
 
 
 class LocatedDict(dict):
@@ -74,11 +117,14 @@ class _Builder:
         """The scalar's Python value; a value its tag cannot take is a located error, not a traceback."""
         where = _loc(self.filename, node.start_mark)
         too_long = f"an integer with more than {_INT_DIGITS} digits"
-        # checked before conversion: sexagesimal integers (1:59:59...) take quadratic time to build
+        # checked before conversion: Python refuses longer decimal text (with a message about its own limit)
         if node.tag == _INT_TAG and len(node.value.lstrip("+-").replace("_", "")) > _INT_DIGITS:
             raise YamlSourceError(too_long, where)
         try:
-            value = self._scalar.construct_object(node, deep=True)
+            if node.tag in (_NULL, _BOOL, _INT_TAG, _FLOAT):
+                value = core_value(node.tag, node.value)
+            else:
+                value = self._scalar.construct_object(node, deep=True)
         except (ValueError, ArithmeticError) as exc:
             kind = node.tag.rsplit(":", 1)[-1]
             raise YamlSourceError(f"not a valid {kind}: {exc}", where) from None
@@ -155,9 +201,11 @@ def _compose(text: str, filename: str):
         raise YamlSourceError(f"document too large: more than {MAX_CHARACTERS:,} characters", Location(filename))
     try:
         _check_shape(text, filename)
-        return yaml.compose(text, Loader=_LOADER)
+        return yaml.compose(text, Loader=core_schema_loader(_LOADER))
     except yaml.MarkedYAMLError as exc:
-        raise _located(exc, "YAML syntax error", filename) from None
+        message, line, column = described(exc, text, _syntax_message(exc))
+        where = Location(filename, line, column) if line else Location(filename)
+        raise YamlSourceError(f"YAML syntax error: {message}", where) from None
     except yaml.reader.ReaderError as exc:
         character = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
         raise YamlSourceError(f"YAML error: unacceptable character {character}: {exc.reason}",

@@ -214,8 +214,9 @@ class TestReferenceTables:
         """Every code of diagnostics.CODES is a row, E codes as errors and W codes as warnings."""
         rows = tables["diagnostics"].splitlines()[2:]
         assert len(rows) == len(CODES)
-        assert "| `E105` | error | a rule id, or a warning code, is used twice |" in rows
-        assert all("| warning |" in row for row in rows if row.startswith("| `W"))
+        assert "| [`E105`](#e105) | error | a rule id, or a warning code, is used twice |" in rows
+        warnings = [row for row in rows if row.startswith("| [`W")]
+        assert warnings and all("| warning |" in row for row in warnings)
 
     def test_modules_table_walks_subpackages(self, tmp_path, monkeypatch):
         """Modules in subpackages are listed with their docstring's first paragraph, read without importing them."""

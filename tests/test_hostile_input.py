@@ -175,7 +175,7 @@ class TestPrintableErrors:
     @pytest.mark.parametrize("text,where,fragment", [
         ("task: inference\nmodel: a\x07b\n", "2:9", "unacceptable character #x0007"),
         ("task: inference\nmodel: ščť\x07\n", "2:11", "unacceptable character #x0007"),
-        ("a:\n  b: 1\n c: 2\n", "3:2", "(while parsing a block mapping at 1:1)"),
+        ("a:\n  b: 1\n c: 2\n", "3:2", "indentation: line 3 is indented 1 space"),
         ("a: [1, 2\nb: 3\n", "2:2", "(while parsing a flow sequence at 1:4)"),
         ("a: &x 1\nb: &x 2\n", "2:4", "first occurrence at 1:4"),
     ])
@@ -234,17 +234,19 @@ class TestHugeIntegers:
                              "  expect: {kind: single-node}\n")
         assert_one_line_error(run_cli("test", scenarios), f"{scenarios}:2:41:", "more than 4300 digits")
 
-    @pytest.mark.parametrize("text", ["x: 0x" + "f" * 4000, "x: -0" + "7" * 5000, "x: +1_" + "0" * 4400],
-                             ids=["hex", "octal", "underscored"])
+    @pytest.mark.parametrize("text", ["x: 0x" + "f" * 4000, "x: 0o" + "7" * 5000, "x: -0" + "7" * 5000,
+                                      "x: !!int 0x" + "f" * 4000], ids=["hex", "octal", "leading-zero", "tagged"])
     def test_other_spellings(self, text):
-        """Hex, octal and underscored integers are bounded the same way."""
+        """Hex, octal and zero-led (decimal in YAML 1.2) integers are bounded the same way."""
         with pytest.raises(YamlSourceError, match="more than 4300 digits"):
             load_yaml(text)
 
-    def test_sexagesimal_is_bounded(self):
-        """A megabyte of base-60 integer (quadratic to build) is refused at once by the CLI."""
-        text = "task: inference\nconcurrency: 1" + ":59" * 330_000 + "\n"
-        assert_one_line_error(run_cli("recommend", "-", stdin=text), "<stdin>:2:14:", "more than 4300 digits")
+    @pytest.mark.parametrize("tail", [":59" * 330_000, "_000" * 200_000], ids=["base-60", "underscored"])
+    def test_yaml_1_1_integers_are_text(self, tail):
+        """A megabyte of base-60 or underscored digits (integers in YAML 1.1, quadratic to build) is text in
+        YAML 1.2: refused at once by the CLI, in one line naming the fact."""
+        text = "task: inference\nconcurrency: 1" + tail + "\n"
+        assert_one_line_error(run_cli("recommend", "-", stdin=text), "concurrency", "valid integer")
 
     @pytest.mark.parametrize("text,fragment", [("x: !!int xyz", "not a valid int"),
                                                ("x: !!float abc", "not a valid float"),

@@ -18,6 +18,7 @@ from kentino_expert.cli.main import main
 from kentino_expert.expert import Expert
 from kentino_expert.rulecheck import check_directory
 from kentino_expert.ruleset.schemas import facts_schema, rules_schema
+from kentino_expert.yamlsrc import load_yaml, to_plain
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "rules"
@@ -58,7 +59,7 @@ class TestRulesCheck:
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2
         lines = [line for line in result.output.splitlines() if ": E" in line]
-        assert len(lines) == 1 and "parameters.yaml" in lines[0] and "E003" in lines[0], result.output
+        assert len(lines) == 1 and "parameters.yaml" in lines[0] and "E031" in lines[0], result.output
 
     def test_a_parameter_the_sizing_reads_cannot_be_deleted(self, rules_copy):
         """Deleting min_multi_nodes is a clean error naming it (the sizing reads it), never a traceback."""
@@ -68,7 +69,9 @@ class TestRulesCheck:
         params.write_text(text[:start] + text[text.index("  frontier_min_gpus:", start):])
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2 and "Traceback" not in result.output
-        assert "parameters.yaml: E003: parameter 'min_multi_nodes' is missing: the sizing uses it" in result.output
+        lines = [line for line in result.output.splitlines() if ": E" in line]
+        assert lines == ["rules/parameters.yaml: E032: parameter 'min_multi_nodes' is missing: the sizing uses it "
+                         "(kentino_expert/domain/figures.py, SIZING_PARAMETERS)"], result.output
 
     def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
         """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node
@@ -116,7 +119,7 @@ class TestRulesCheck:
         rows = (rules_copy / "flow.yaml").read_text().splitlines()
         line = next(i for i, row in enumerate(rows, 1) if "precision: fp9" in row)
         column = rows[line - 1].index("fp9") + 1
-        assert (f"flow.yaml:{line}:{column}: E003: unknown precision 'fp9' (did you mean 'fp8'?) "
+        assert (f"flow.yaml:{line}:{column}: E026: unknown precision 'fp9' (did you mean 'fp8'?) "
                 "[inference-fits-one-node]") in result.output
 
     def test_answered_by_names_a_fact(self, rules_copy):
@@ -366,7 +369,7 @@ class TestSchemas:
         for path in RULES.glob("*.yaml"):
             text = path.read_text()
             assert text.startswith("# yaml-language-server: $schema=../docs/schema/rules.schema.json"), path.name
-            jsonschema.validate(yaml.safe_load(text), rules_schema())
+            jsonschema.validate(to_plain(load_yaml(text, path.name)), rules_schema())  # read as YAML 1.2
 
     def test_facts_schema_has_questions(self):
         """The facts schema carries each fact's question for chat bots."""

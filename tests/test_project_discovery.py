@@ -16,7 +16,7 @@ from kentino_expert.paths import bundled, find_project, locate
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_PARENT = Path(kentino_expert.__file__).resolve().parent.parent
-BAD_PRECISION = "E003: unknown precision 'fp16'"
+BAD_PRECISION = "E026: unknown precision 'fp16'"
 
 
 @pytest.fixture(autouse=True)

@@ -167,15 +167,15 @@ class TestDivisorsAndConstants:
     def test_huge_recommend_constant_is_refused(self, check):
         """recommend.nodes folded to infinity would crash every answer's int()."""
         then = "recommend: {kind: single-node, nodes: hyperscale_qps * 1e300 * 1e300}"
-        assert any(": E003: recommend.nodes" in d for d in check(_rule('"true"', then)))
+        assert any(": E028: recommend.nodes" in d for d in check(_rule('"true"', then)))
 
 
-    @pytest.mark.parametrize("then", ["recommend: {kind: single-node, nodes: .inf}",
-                                      "recommend: {kind: single-node, nodes: .nan}",
-                                      "conclude: {my_flag: .inf}"])
-    def test_non_finite_literal_is_refused(self, check, then):
+    @pytest.mark.parametrize("then,code", [("recommend: {kind: single-node, nodes: .inf}", "E027"),
+                                           ("recommend: {kind: single-node, nodes: .nan}", "E027"),
+                                           ("conclude: {my_flag: .inf}", "E021")])
+    def test_non_finite_literal_is_refused(self, check, then, code):
         """A YAML .inf/.nan written as a literal (not an expression) once passed and broke every answer."""
-        assert any(": E003: " in d and "finite" in d for d in check(_rule('"true"', then)))
+        assert any(f": {code}: " in d and "finite" in d for d in check(_rule('"true"', then)))
 
 
 class TestParsing:
@@ -200,7 +200,7 @@ class TestParsing:
                                       '"qps > ' + " + ".join(["1"] * 300) + '"',
                                       '"qps > ' + "max(" * 200 + "1" + ")" * 200 + '"'])
     def test_deep_nesting_is_e101_with_a_location(self, check, when):
-        """Deep nesting is reported at file:line:col as E101 (was `<dir>: E003` from a RecursionError)."""
+        """Deep nesting is reported at file:line:col as E101 (was `<dir>: E003`, now E207, from a RecursionError)."""
         _only(check(_rule(when)), "E101", "x.yaml:5:", "nests deeper")
 
     def test_long_in_list_is_refused_with_the_limit(self, check):
@@ -228,7 +228,7 @@ class TestNamesAndTypes:
                                            ("qps: 3", "a fact"), ("node_vram_gb: 3", "a figure")])
     def test_reserved_conclusions_are_refused(self, check, name, kind):
         """A conclusion may not take the name of a fact, figure, parameter, recommendation or warning."""
-        _only(check(_rule('"true"', f"conclude: {{{name}}}")), "E003", "x.yaml:7:18:", kind)
+        _only(check(_rule('"true"', f"conclude: {{{name}}}")), "E023", "x.yaml:7:18:", kind)
 
     @pytest.mark.parametrize("when,suggestion", [
         ("\"gpu == 'l44'\"", "l4"), ("\"model in ['llama-3.1-8', 'qwen2.5-72b']\"", None),
@@ -248,14 +248,14 @@ class TestRuleKeys:
     @pytest.mark.parametrize("priority", [".nan", ".inf", "-.inf", "1" + "0" * 400, "2000000"])
     def test_priority_must_be_finite_and_sane(self, check, priority):
         """NaN sorts nowhere; a 400-digit integer crashed `rules list` with OverflowError."""
-        _only(check(_rule().replace("priority: 590", f"priority: {priority}")), "E003", "x.yaml:4:15:", "priority")
+        _only(check(_rule().replace("priority: 590", f"priority: {priority}")), "E012", "x.yaml:4:15:", "priority")
 
     @pytest.mark.parametrize("example,column,words", [("{task: lorra}", 21, "task"),
                                                       ("{task: lora, gpus: 3}", 33, "gpus: unknown fact"),
                                                       ("{task: lora, gpu: l44}", 32, "did you mean 'l4'")])
     def test_invalid_example_is_refused(self, check, example, column, words):
         """An example must be a valid workload: `rules docs` and `rules examples` run it."""
-        _only(check(_rule(extra=f"    example: {example}\n")), "E003", f"x.yaml:9:{column}:", "example", words)
+        _only(check(_rule(extra=f"    example: {example}\n")), "E018", f"x.yaml:9:{column}:", "example", words)
 
     def test_docs_survive_an_invalid_example(self):
         """A rule page with an invalid example says so instead of raising."""

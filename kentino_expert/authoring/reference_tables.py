@@ -12,8 +12,9 @@ from ..domain.state import RECOMMENDATION_TYPES
 from ..domain.vocabulary import TASKS
 from ..errors import KentinoError, Location
 from ..lang.valuetypes import BOOL
-from ..ruleset.diagnostics import CODES
+from ..ruleset.diagnostics import REGISTRY
 from ..ruleset.schemas import facts_schema
+from .diagnostic_examples import example_diagnostics
 
 # A generated block in a Markdown guide: everything between the two marker lines is rewritten.
 BLOCK = re.compile(r"^<!-- generated: (\S*) -->\n(.*?)^<!-- end generated -->$", re.S | re.M)
@@ -187,9 +188,23 @@ def links_table(ruleset, knowledge) -> str:
 
 
 def diagnostics_table(ruleset=None, knowledge=None) -> str:
-    """Every diagnostic code `rules check` gives (diagnostics.CODES)."""
-    rows = [(f"`{code}`", "error" if code.startswith("E") else "warning", summary) for code, summary in CODES.items()]
+    """Every diagnostic code `rules check` gives (diagnostics.REGISTRY), linked to its explanation."""
+    rows = [(f"[`{code.id}`](#{code.id.lower()})", code.severity, code.summary) for code in REGISTRY.values()]
     return _table(("code", "severity", "summary"), rows)
+
+
+def diagnostics_explained(ruleset=None, knowledge=None) -> str:
+    """Each registered code's explanation, minimal bad example, what `rules check` says about that example
+    (checked now, in a copy of the bundled rules) and the fix."""
+    parts = []
+    for code in REGISTRY.values():
+        found = ", found by answering the examples in the sandbox" if code.trial else ""
+        setup = f"\n\nWith: {code.setup}." if code.setup else ""
+        said = "\n".join(str(d) for d in example_diagnostics(code) if d.code == code.id)
+        parts.append(f"### {code.id}\n\n**{code.severity}{found}**: {code.summary}.\n\n{code.explanation_in_full}\n\n"
+                     f"Example (`{code.file}`):\n\n```yaml\n{code.example.rstrip()}\n```{setup}\n\n"
+                     f"`rules check` says:\n\n```\n{said}\n```\n\n**Fix.** {code.fix}")
+    return "\n\n".join(parts)
 
 
 def options_table(*commands: click.Command) -> str:
@@ -232,6 +247,7 @@ TABLES = {
     "figures": figures_table, "conclusions": conclusions_table, "parameters": parameters_table,
     "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
     "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
+    "diagnostics-explained": diagnostics_explained,
     "modules": modules_table,
 }
 # Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.

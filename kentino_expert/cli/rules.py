@@ -17,6 +17,7 @@ from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_mark
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
 from ..decisions import published
 from ..decisions.connect import log_target
+from ..ruleset.diagnostics import UnknownCode, explain
 from ..sandbox import Limits, check_in_sandbox
 from .common import (
     UserError,
@@ -43,9 +44,18 @@ def rules_group():
 @knowledge_option
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def rules_check(rules_dir, knowledge_dir, strict, fmt):
+@click.option("--explain", "code", metavar="CODE", default=None,
+              help="Explain a diagnostic code (its meaning, an example and the fix) instead of checking.")
+def rules_check(rules_dir, knowledge_dir, strict, fmt, code):
     """Load, validate and compile the rules, then build the engine and answer each rule's example in a
-    sandbox (KENTINO_SANDBOX_SECONDS, KENTINO_SANDBOX_MEMORY_MB); report every problem as file:line:col."""
+    sandbox (KENTINO_SANDBOX_SECONDS, KENTINO_SANDBOX_MEMORY_MB); report every problem as file:line:col,
+    root causes (files that cannot be read) first."""
+    if code is not None:
+        try:
+            click.echo(explain(code), nl=False)
+        except UnknownCode as exc:
+            raise UserError(str(exc)) from None
+        return
     report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
     if fmt == "json":
         click.echo(sources_line(rules_dir, knowledge_dir), err=True)

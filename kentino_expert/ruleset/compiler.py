@@ -1,7 +1,7 @@
 """Rule directory -> checked, engine-neutral compiled rule set (names resolved, parameters folded, guards added).
 
 The backend that will run the rules is given (engine/registry.py): its reserved names and the shapes it
-cannot run are checked here too (E003, E201-E205); without one, only what every backend needs is.
+cannot run are checked here too (E023, E201-E205); without one, only what every backend needs is.
 """
 from __future__ import annotations
 
@@ -101,11 +101,11 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
         sink.error(Location(str(root)), "E001", "rule directory not found")
         return files, rules, parameters, policies
     for path in sorted(root.glob("*.yaml")):
-        display = _display(path, root)
+        display, errors = _display(path, root), len(sink.errors)
         data, text = read_rule_file(path, sink, display)
         files[display] = hashlib.sha256(text.encode()).hexdigest()
-        if data is None:
-            continue
+        if data is None and (len(sink.errors) > errors or path.name not in SPECIAL_FILES):
+            continue  # unreadable (E001), or an empty rule file: nothing to read
         if path.name == "parameters.yaml":
             parameters = read_parameters(data, display, sink)
         elif path.name == "facts.yaml":
@@ -177,7 +177,7 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
     folded = fold(value.node, params)
     huge = oversized_constant(folded)
     if huge is not None:
-        sink.error(where(huge.pos), "E003", f"recommend.{key}: a constant here is not a finite number once "
+        sink.error(where(huge.pos), "E028", f"recommend.{key}: a constant here is not a finite number once "
                    "parameters are folded in", rule=rule.id)
     elif len(sink.errors) == errors:
         check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
@@ -200,7 +200,8 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     engine/backend.py's protocol) adds its reserved names and the rule shapes it cannot run to the checks."""
     sink = sink or DiagnosticSink()
     files, rules, parameters, policies = read_directory(directory, sink)
-    if any(d.code == "E001" for d in sink.errors):  # the checks across files would blame the others
+    crosschecks.check_sizing_parameters(files, parameters, sink)
+    if sink.has_root_cause:  # a file, or a parameter, that could not be read: later checks would blame others
         raise sink.error_report()
     params = {name: p.value for name, p in parameters.items()}
     namespace, ranges = _check_across(files, rules, parameters, policies, knowledge, sink, backend)
@@ -224,7 +225,6 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
 
 def _check_across(files, rules, parameters, policies, knowledge, sink, backend) -> tuple[Namespace, Ranges]:
     """The checks across rules (crosschecks.py), and the namespace and ranges every rule is checked in."""
-    crosschecks.check_sizing_parameters(files, parameters, sink)
     crosschecks.check_identity(rules, knowledge, sink)
     crosschecks.check_conclusion_names(rules, parameters, sink, getattr(backend, "reserved_names", ()))
     crosschecks.check_warning_codes(rules, sink)

@@ -23,7 +23,7 @@ def conclusions_of(rules) -> dict:
 
 
 def check_identity(rules, knowledge: Knowledge, sink) -> None:
-    """Rule ids are unique (E105); each rule cites at least one heuristic (E004) of the catalog (E104)."""
+    """Rule ids are unique (E105); the heuristics each rule cites are in the catalog (E104)."""
     seen = {}
     for rule in rules:
         if rule.id in seen:
@@ -35,12 +35,10 @@ def check_identity(rules, knowledge: Knowledge, sink) -> None:
             if hid not in knowledge.heuristics:
                 sink.error(rule.locations.get("heuristics", rule.location), "E104", f"unknown heuristic '{hid}'",
                            rule=rule.id, suggestion=did_you_mean(hid, knowledge.heuristics))
-        if not rule.heuristics:
-            sink.error(rule.location, "E004", "a rule must cite at least one heuristic id", rule=rule.id)
 
 
 def check_examples(rules, knowledge: Knowledge, policies: dict, params: dict, sink) -> None:
-    """A rule's example must be a valid workload (E003): `rules docs` and `rules examples` run it."""
+    """A rule's example must be a valid workload (E018): `rules docs` and `rules examples` run it."""
     if any(Path(d.location.file).name in SPECIAL_FILES for d in sink.errors):
         return  # figures computed from a broken parameter would blame the examples for it
     for rule in rules:
@@ -51,20 +49,21 @@ def check_examples(rules, knowledge: Knowledge, policies: dict, params: dict, si
         except KentinoError as exc:
             field = (getattr(exc, "field", None) or "").split(".")[0]
             where = rule.locations.get(f"example:{field}", rule.locations.get("example", rule.location))
-            sink.error(where, "E003", f"example: {exc.render() if not field else field + ': ' + exc.message}",
+            sink.error(where, "E018", f"example: {exc.render() if not field else field + ': ' + exc.message}",
                        rule=rule.id, suggestion=None if not field else exc.suggestion)
         except (ArithmeticError, ValueError, TypeError) as exc:  # a figure the example breaks
-            sink.error(rule.locations.get("example", rule.location), "E003", f"example: {exc}", rule=rule.id)
+            sink.error(rule.locations.get("example", rule.location), "E018", f"example: {exc}", rule=rule.id)
 
 
 def check_sizing_parameters(files, parameters, sink) -> None:
-    """The sizing reads a few parameters itself (figures.SIZING_PARAMETERS): deleting one is an error here."""
+    """The sizing reads a few parameters itself (figures.SIZING_PARAMETERS): deleting one is E032, a root
+    cause (the figures, the ranges and the examples all depend on it)."""
     where = next((name for name in files if Path(name).name == "parameters.yaml"), None)
-    if where is None:
-        return  # a missing parameters.yaml is already E001
+    if where is None or any(d.is_root and d.code != "E031" and d.location.file == where for d in sink.errors):
+        return  # parameters.yaml is missing or could not be read: that is said already
     for name in SIZING_PARAMETERS:
         if name not in parameters:
-            sink.error(Location(where), "E003", f"parameter '{name}' is missing: the sizing uses it "
+            sink.error(Location(where), "E032", f"parameter '{name}' is missing: the sizing uses it "
                        "(kentino_expert/domain/figures.py, SIZING_PARAMETERS)")
 
 
@@ -76,7 +75,7 @@ def check_conclusion_names(rules, parameters, sink, engine_names=()) -> None:
         for name, _ in rule.then.conclude:
             kind = reserved_kind(name, parameters, engine_names)
             if kind:
-                sink.error(rule.locations.get(f"conclude:{name}", rule.location), "E003",
+                sink.error(rule.locations.get(f"conclude:{name}", rule.location), "E023",
                            f"cannot conclude '{name}': it is {kind}; give the conclusion a name of its own",
                            rule=rule.id)
 

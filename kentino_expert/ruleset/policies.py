@@ -7,11 +7,16 @@ from dataclasses import dataclass
 from ..errors import Location, did_you_mean
 from ..yamlsrc import LocatedDict, location_of
 from .diagnostics import DiagnosticSink
-from .rulefile import Condition, check_keys, id_list, parse_condition, text_field
+from .rulefile import Condition, check_keys, id_list, parse_condition, text_field, top_level
 
+# The keys of a parameter, a fact and a default, and those each must have (as in rulefile.py, the editor
+# schema is generated from these). A parameter may also be written as its value alone: `name: 0.70`.
 PARAMETER_KEYS = ("value", "unit", "heuristics", "description")
+PARAMETER_REQUIRED = ("value",)
 FACT_KEYS = ("description", "ask", "default", "tasks", "answered_by")
+FACT_REQUIRED = ("description", "ask")
 DEFAULT_KEYS = ("when", "value", "why")
+DEFAULT_REQUIRED = ("value",)
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,8 @@ class FactPolicy:
 
 def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Parameter]:
     out: dict[str, Parameter] = {}
-    section = data.get("parameters") if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'parameters:' mapping")
+    section = top_level(data, "parameters", dict, display, sink)
+    if section is None:
         return out
     check_keys(data, ("parameters",), display, sink, "the parameters file")
     for name, body in section.items():
@@ -64,42 +68,44 @@ def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Param
         check_keys(body, PARAMETER_KEYS, display, sink, f"parameter '{name}'")
         value = body.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            sink.error(location_of(body, "value", display), "E003", f"parameter '{name}' needs a numeric 'value'")
-            value = 0  # still a known name: its users are not reported as referring to an unknown one
-
-        out[str(name)] = Parameter(str(name), value, str(body.get("unit", "")), str(body.get("description", "")),
-                                   id_list(body, "heuristics", display, sink), where)
+            sink.error(location_of(body, "value", display), "E031", f"parameter '{name}' needs a numeric 'value'")
+            value = 0  # a root cause (E031): the checks that would read this value do not run
+        unit, description = (text_field(body, key, display, sink, None, key in PARAMETER_REQUIRED)
+                             for key in ("unit", "description"))
+        out[str(name)] = Parameter(str(name), value, unit, description, id_list(body, "heuristics", display, sink),
+                                   where)
     return out
 
 
 def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, FactPolicy]:
     out: dict[str, FactPolicy] = {}
-    section = data.get("facts") if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'facts:' mapping")
+    section = top_level(data, "facts", dict, display, sink)
+    if section is None:
         return out
     check_keys(data, ("facts",), display, sink, "the facts file")
     for name, body in section.items():
         where = section.key_locations.get(name, Location(display))
         if not isinstance(body, dict):
-            sink.error(where, "E003", f"fact '{name}' must be a mapping with description/ask/default")
+            sink.error(where, "E033", f"fact '{name}' must be a mapping with description/ask/default")
             continue
         check_keys(body, FACT_KEYS, display, sink, f"fact '{name}'")
         defaults = []
         raw = body.get("default", [])
         if not isinstance(raw, list):
-            sink.error(location_of(body, "default", display), "E003", "'default' must be a list of {when, value, why}")
+            sink.error(location_of(body, "default", display), "E034", "'default' must be a list of {when, value, why}")
             raw = []
         for index, item in enumerate(raw):
             item_where = location_of(raw, index, display)
-            if not isinstance(item, dict) or "value" not in item:
-                sink.error(item_where, "E003", "a default needs 'value' (and optional 'when', 'why')")
+            if not isinstance(item, dict) or any(key not in item for key in DEFAULT_REQUIRED):
+                sink.error(item_where, "E034", "a default needs 'value' (and optional 'when', 'why')")
                 continue
             check_keys(item, DEFAULT_KEYS, display, sink, f"a default of '{name}'")
             when = parse_condition(item, "when", display, sink, None) if "when" in item else None
-            defaults.append(FactDefault(item["value"], str(item.get("why", "")), when, item_where))
-        out[str(name)] = FactPolicy(str(name), text_field(body, "description", display, sink),
-                                    text_field(body, "ask", display, sink), tuple(defaults), where,
+            why = text_field(item, "why", display, sink, None, "why" in DEFAULT_REQUIRED)
+            defaults.append(FactDefault(item["value"], why, when, item_where))
+        description, ask = (text_field(body, key, display, sink, None, key in FACT_REQUIRED)
+                            for key in ("description", "ask"))
+        out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where,
                                     id_list(body, "tasks", display, sink), id_list(body, "answered_by", display, sink))
     for name, policy in out.items():
         for other in policy.answered_by:

@@ -13,11 +13,18 @@ from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, locati
 from ..yamlsrc import to_plain as _plain
 from .diagnostics import DiagnosticSink
 
+# The keys of each part of a rule, and those it must have: the reader checks these, and the editor schema
+# (schemas.py) is generated from them, so the two cannot disagree.
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
+RULE_REQUIRED = ("id", "heuristics", "when", "then", "because")
 THEN_KEYS = ("conclude", "recommend", "warn")
 RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
+RECOMMEND_REQUIRED = ("kind",)
+WARN_KEYS = ("code", "message")
 SPECIAL_FILES = ("parameters.yaml", "facts.yaml")
-_KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+KEBAB = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"  # rule ids and warning codes
+SNAKE = r"^[a-z][a-z0-9_]*$"  # conclusion names
+_KEBAB = re.compile(KEBAB)
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,8 @@ def parse_condition(container, key, display: str, sink: DiagnosticSink, rule_id:
     if isinstance(text, bool):
         text = "true" if text else "false"
     if not isinstance(text, str):
-        sink.error(location_of(container, key, display), "E003",
-                   "a condition must be a string such as \"params_b >= cliff_params_b\"", rule=rule_id)
+        sink.error(location_of(container, key, display), "E015",
+                   "a condition must be text such as \"params_b >= cliff_params_b\"", rule=rule_id)
         return None
     quoted = is_quoted(container, key)
     try:
@@ -115,19 +122,30 @@ def text_field(mapping, key, display, sink, rule_id=None, required=True) -> str:
             sink.error(getattr(mapping, "location", Location(display)), "E004", f"missing '{key}'", rule=rule_id)
         return ""
     if not isinstance(value, str):
-        sink.error(location_of(mapping, key, display), "E003", f"'{key}' must be a string", rule=rule_id)
+        sink.error(location_of(mapping, key, display), "E013", f"'{key}' must be text", rule=rule_id)
         return ""
     return value
 
 
 def id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
+    """The ids under `key` (one id alone is taken too); E014 for anything else, keeping the ids it holds."""
     value = mapping.get(key, [])
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        sink.error(location_of(mapping, key, display), "E003", f"'{key}' must be a list of ids", rule=rule_id)
-        return ()
+        sink.error(location_of(mapping, key, display), "E014", f"'{key}' must be a list of ids", rule=rule_id)
+        return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
     return tuple(value)
+
+
+def _heuristics(rule_map, display, sink, rule_id) -> tuple[str, ...]:
+    """The heuristic ids a rule cites: at least one (E004 when there is none; E014 when they are not ids)."""
+    value = rule_map.get("heuristics")
+    if value is None or value == []:
+        sink.error(location_of(rule_map, "heuristics", display), "E004", "a rule must cite at least one "
+                   "heuristic id", rule=rule_id)
+        return ()
+    return id_list(rule_map, "heuristics", display, sink, rule_id)
 
 
 def _read_effects(rule_map, display, sink, rule_id) -> Effects:
@@ -141,16 +159,16 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
     if "conclude" in then:
         body = then["conclude"]
         if not isinstance(body, dict) or not body:
-            sink.error(location_of(then, "conclude", display), "E003", "'conclude' maps names to values", rule=rule_id)
+            sink.error(location_of(then, "conclude", display), "E020", "'conclude' maps names to values", rule=rule_id)
         else:
             for name, value in body.items():
                 if not isinstance(value, (bool, int, float, str)) or (
                         isinstance(value, (int, float)) and not isinstance(value, bool) and not finite_number(value)):
-                    sink.error(location_of(body, name, display), "E003",
+                    sink.error(location_of(body, name, display), "E021",
                                f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
                                rule=rule_id)
-                elif not re.match(r"^[a-z][a-z0-9_]*$", str(name)):
-                    sink.error(body.key_locations[name], "E003", f"conclusion name '{name}' must be snake_case",
+                elif not re.match(SNAKE, str(name)):
+                    sink.error(body.key_locations[name], "E022", f"conclusion name '{name}' must be snake_case",
                                rule=rule_id)
                 else:
                     conclude += ((str(name), value),)
@@ -164,13 +182,13 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
 def _read_recommend(then, display, sink, rule_id):
     body = then["recommend"]
     if not isinstance(body, dict):
-        sink.error(location_of(then, "recommend", display), "E003", "'recommend' must be a mapping", rule=rule_id)
+        sink.error(location_of(then, "recommend", display), "E024", "'recommend' must be a mapping", rule=rule_id)
         return ()
     check_keys(body, RECOMMEND_KEYS, display, sink, "recommend", rule_id)
     out = []
     kind = body.get("kind")
     if kind not in KINDS:
-        sink.error(location_of(body, "kind", display), "E003" if "kind" in body else "E004",
+        sink.error(location_of(body, "kind", display), "E025" if "kind" in body else "E004",
                    f"recommend.kind must be one of {', '.join(KINDS)}", rule=rule_id,
                    suggestion=did_you_mean(str(kind), KINDS) if kind else None)
     if "precision" in body and body["precision"] not in PRECISIONS:
@@ -179,7 +197,7 @@ def _read_recommend(then, display, sink, rule_id):
             message, suggestion = f"unknown precision '{precision}'", did_you_mean(precision, PRECISIONS)
         else:
             message, suggestion = f"recommend.precision must be one of {', '.join(PRECISIONS)}", None
-        sink.error(location_of(body, "precision", display), "E003", message, rule=rule_id, suggestion=suggestion)
+        sink.error(location_of(body, "precision", display), "E026", message, rule=rule_id, suggestion=suggestion)
     for key in RECOMMEND_KEYS:
         if key not in body:
             continue
@@ -187,13 +205,13 @@ def _read_recommend(then, display, sink, rule_id):
         if key in ("kind", "precision"):
             out.append((key, value))
         elif isinstance(value, bool) or value is None:
-            sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a number or an expression",
+            sink.error(location_of(body, key, display), "E027", f"recommend.{key} must be a number or an expression",
                        rule=rule_id)
         elif isinstance(value, (int, float)):
             if finite_number(value):
                 out.append((key, value))
             else:  # YAML's .inf/.nan: no count and no JSON answer can hold it
-                sink.error(location_of(body, key, display), "E003", f"recommend.{key} must be a finite number",
+                sink.error(location_of(body, key, display), "E027", f"recommend.{key} must be a finite number",
                            rule=rule_id)
         else:
             condition = parse_condition(body, key, display, sink, rule_id)
@@ -205,12 +223,12 @@ def _read_recommend(then, display, sink, rule_id):
 def _read_warn(then, display, sink, rule_id):
     body = then["warn"]
     if not isinstance(body, dict):
-        sink.error(location_of(then, "warn", display), "E003", "'warn' needs 'code' and 'message'", rule=rule_id)
+        sink.error(location_of(then, "warn", display), "E029", "'warn' needs 'code' and 'message'", rule=rule_id)
         return None
-    check_keys(body, ("code", "message"), display, sink, "warn", rule_id)
+    check_keys(body, WARN_KEYS, display, sink, "warn", rule_id)
     code = text_field(body, "code", display, sink, rule_id)
     if code and not _KEBAB.match(code):
-        sink.error(location_of(body, "code", display), "E003", f"warning code '{code}' must be kebab-case",
+        sink.error(location_of(body, "code", display), "E030", f"warning code '{code}' must be kebab-case",
                    rule=rule_id)
     return (code, text_field(body, "message", display, sink, rule_id))
 
@@ -224,7 +242,7 @@ def _read_when(rule_map, display, sink, rule_id) -> tuple[Condition, ...]:
     if isinstance(when, list):
         holder, keys = when, list(range(len(when)))
         if not when:
-            sink.error(location_of(rule_map, "when", display), "E003", "'when' needs at least one condition",
+            sink.error(location_of(rule_map, "when", display), "E016", "'when' needs at least one condition",
                        rule=rule_id)
     out = []
     for key in keys:
@@ -234,35 +252,36 @@ def _read_when(rule_map, display, sink, rule_id) -> tuple[Condition, ...]:
     return tuple(out)
 
 
-def read_rule(rule_map, display: str, sink: DiagnosticSink) -> Rule | None:
-    """One entry of a `rules:` list, or None when it is too broken to use."""
-    where = getattr(rule_map, "location", Location(display))
+def read_rule(rule_map, display: str, sink: DiagnosticSink, where: Location | None = None) -> Rule | None:
+    """One entry of a `rules:` list (that stood at `where`), or None when it is not a mapping. A rule
+    without an id is kept under a stand-in one, so that what it concludes is still a known name."""
+    where = getattr(rule_map, "location", None) or where or Location(display)
     if not isinstance(rule_map, dict):
-        sink.error(where, "E003", "each rule must be a mapping with id, when, then")
+        sink.error(where, "E010", "each rule must be a mapping with id, heuristics, when, then and because")
         return None
     rule_id = rule_map.get("id")
     if not isinstance(rule_id, str) or not _KEBAB.match(rule_id):
-        sink.error(location_of(rule_map, "id", display), "E003" if "id" in rule_map else "E004",
+        sink.error(location_of(rule_map, "id", display), "E011" if "id" in rule_map else "E004",
                    "a rule needs an 'id' in kebab-case (e.g. fits-one-node-at-fp8)")
         rule_id = str(rule_id) if rule_id is not None else None
     check_keys(rule_map, RULE_KEYS, display, sink, "a rule", rule_id)
     priority = _priority(rule_map, display, sink, rule_id)
     example = rule_map.get("example")
     if example is not None and not isinstance(example, dict):
-        sink.error(location_of(rule_map, "example", display), "E003", "'example' must be a mapping of facts",
+        sink.error(location_of(rule_map, "example", display), "E017", "'example' must be a mapping of facts",
                    rule=rule_id)
         example = None
     rule = Rule(
-        id=rule_id or "?", heuristics=id_list(rule_map, "heuristics", display, sink, rule_id),
-        description=text_field(rule_map, "description", display, sink, rule_id, required=False),
+        id=rule_id or f"(the rule at line {where.line})", heuristics=_heuristics(rule_map, display, sink, rule_id),
+        description=text_field(rule_map, "description", display, sink, rule_id, "description" in RULE_REQUIRED),
         priority=priority, when=_read_when(rule_map, display, sink, rule_id),
         then=_read_effects(rule_map, display, sink, rule_id),
-        because=text_field(rule_map, "because", display, sink, rule_id),
+        because=text_field(rule_map, "because", display, sink, rule_id, "because" in RULE_REQUIRED),
         example=_plain(example) if example else None, location=where,
         locations={**{key: location_of(rule_map, key, display) for key in rule_map},
                    **_inner_locations(rule_map, display)},
     )
-    return rule if rule_id else None
+    return rule
 
 
 
@@ -275,10 +294,10 @@ def _priority(rule_map, display, sink, rule_id) -> float:
     priority = rule_map.get("priority", 1000)
     where = location_of(rule_map, "priority", display)
     if isinstance(priority, bool) or not isinstance(priority, (int, float)):
-        sink.error(where, "E003", "'priority' must be a number", rule=rule_id)
+        sink.error(where, "E012", "'priority' must be a number", rule=rule_id)
         return 1000
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:  # false for NaN too
-        sink.error(where, "E003", f"'priority' must be a finite number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}",
+        sink.error(where, "E012", f"'priority' must be a finite number from {-MAX_PRIORITY:,} to {MAX_PRIORITY:,}",
                    rule=rule_id)
         return 1000
     return priority
@@ -301,9 +320,28 @@ def _inner_locations(rule_map, display) -> dict:
     return out
 
 
+def top_level(data, key: str, kind: type, display: str, sink: DiagnosticSink):
+    """The file's top-level `key:` section when it is a `kind`, else None and a root-cause E004 (the file
+    reads as nothing: the checks across files would blame every name it defines)."""
+    section = data.get(key) if isinstance(data, dict) else None
+    if isinstance(section, kind):
+        return section
+    what = "list" if kind is list else "mapping"
+    where, found = Location(display, 1, 1), "the file holds no mapping"
+    if isinstance(data, dict) and key in data:
+        where, found = location_of(data, key, display), f"'{key}:' is not a {what}"
+    elif isinstance(data, dict) and data:
+        first = next(iter(data))
+        where = getattr(data, "key_locations", {}).get(first, where)
+        found = "found " + ", ".join(f"{name}:" for name in list(data)[:3])
+    sink.error(where, "E004", f"expected a top-level '{key}:' {what} ({found})", root=True)
+    return None
+
+
 def read_rules(data, display: str, sink: DiagnosticSink) -> list[Rule]:
-    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        sink.error(Location(display, 1, 1), "E004", "expected a top-level 'rules:' list")
+    if top_level(data, "rules", list, display, sink) is None:
         return []
     check_keys(data, ("rules",), display, sink, "a rule file")
-    return [rule for rule in (read_rule(item, display, sink) for item in data["rules"]) if rule]
+    items = data["rules"]
+    return [rule for rule in (read_rule(item, display, sink, location_of(items, index, display))
+                              for index, item in enumerate(items)) if rule]

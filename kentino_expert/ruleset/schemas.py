@@ -3,53 +3,84 @@ from __future__ import annotations
 
 from ..domain.vocabulary import KINDS, PRECISIONS
 from ..domain.workload import Workload
-from .rulefile import RECOMMEND_KEYS
+from .policies import DEFAULT_KEYS, DEFAULT_REQUIRED, FACT_KEYS, FACT_REQUIRED, PARAMETER_KEYS, PARAMETER_REQUIRED
+from .rulefile import (
+    KEBAB,
+    MAX_PRIORITY,
+    RECOMMEND_KEYS,
+    RECOMMEND_REQUIRED,
+    RULE_KEYS,
+    RULE_REQUIRED,
+    SNAKE,
+    THEN_KEYS,
+    WARN_KEYS,
+)
 
-_EXPR = {"type": "string", "description": "an expression of the rule language"}
+# What each key of the reader's tables holds, in JSON Schema: the reader's own checks of each (rulefile.py,
+# policies.py). A key added to a table without a kind here fails to generate: the two stay in step.
+_TEXT = {"type": "string"}
+_OPTIONAL_TEXT = {"type": ["string", "null"]}  # the reader takes an empty optional text as none given
+_CONDITION = {"type": ["string", "boolean"], "description": "an expression of the rule language"}
+_IDS = {"oneOf": [_TEXT, {"type": "array", "items": _TEXT}]}  # one id alone is taken too
+_NUMBER_OR_EXPRESSION = {"oneOf": [{"type": "number"}, {**_TEXT, "description": "an expression of the rule language"}]}
+
+
+def _object(keys, required, kinds: dict, **extra) -> dict:
+    """A mapping of exactly the reader's `keys`, its `required` ones required."""
+    return {"type": "object", "additionalProperties": False, "properties": {key: kinds[key] for key in keys},
+            "required": list(required), **extra}
+
+
+def _then() -> dict:
+    recommend = {key: _NUMBER_OR_EXPRESSION for key in RECOMMEND_KEYS}
+    recommend.update(kind={"enum": list(KINDS)}, precision={"enum": list(PRECISIONS)})
+    plain = {"type": ["boolean", "number", "string"]}
+    kinds = {
+        "conclude": {"type": "object", "minProperties": 1, "propertyNames": {"pattern": SNAKE},
+                     "additionalProperties": plain},
+        "recommend": _object(RECOMMEND_KEYS, RECOMMEND_REQUIRED, recommend),
+        "warn": _object(WARN_KEYS, WARN_KEYS, {"code": {**_TEXT, "pattern": KEBAB}, "message": _TEXT}),
+    }
+    return _object(THEN_KEYS, (), kinds, minProperties=1)
 
 
 def _rule_schema() -> dict:
-    value = {"oneOf": [{"type": "number"}, _EXPR]}
-    recommend = {"type": "object", "additionalProperties": False,
-                 "properties": {key: value for key in RECOMMEND_KEYS}, "required": ["kind"]}
-    recommend["properties"]["kind"] = {"enum": list(KINDS)}
-    recommend["properties"]["precision"] = {"enum": list(PRECISIONS)}
-    return {
-        "type": "object", "additionalProperties": False, "required": ["id", "heuristics", "when", "then"],
-        "properties": {
-            "id": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
-            "heuristics": {"type": "array", "items": {"type": "string", "pattern": "^H-[A-Z0-9-]+$"}},
-            "description": {"type": "string"}, "priority": {"type": "number"},
-            "when": {"oneOf": [_EXPR, {"type": "array", "items": _EXPR, "minItems": 1}]},
-            "then": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": {
-                "conclude": {"type": "object", "additionalProperties": {"type": ["boolean", "number", "string"]}},
-                "recommend": recommend,
-                "warn": {"type": "object", "additionalProperties": False, "required": ["code", "message"],
-                         "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
-            "because": {"type": "string"}, "example": {"type": "object"},
-        },
+    kinds = {
+        "id": {**_TEXT, "pattern": KEBAB},
+        "heuristics": {"oneOf": [_TEXT, {"type": "array", "items": _TEXT, "minItems": 1}]},
+        "description": _OPTIONAL_TEXT, "because": _TEXT,
+        "priority": {"type": "number", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY},
+        "when": {"oneOf": [_CONDITION, {"type": "array", "items": _CONDITION, "minItems": 1}]},
+        "then": _then(),
+        "example": {"type": ["object", "null"], "description": "facts that fire the rule (the facts schema)"},
     }
+    return _object(RULE_KEYS, RULE_REQUIRED, kinds)
+
+
+def _parameter_schema() -> dict:
+    kinds = {"value": {"type": "number"}, "unit": _OPTIONAL_TEXT, "heuristics": _IDS, "description": _OPTIONAL_TEXT}
+    return {"oneOf": [{"type": "number", "description": "the value alone (`name: 0.70`)"},
+                      _object(PARAMETER_KEYS, PARAMETER_REQUIRED, kinds)]}
+
+
+def _fact_schema() -> dict:
+    default = _object(DEFAULT_KEYS, DEFAULT_REQUIRED, {"when": _CONDITION, "value": {}, "why": _OPTIONAL_TEXT})
+    kinds = {"description": _TEXT, "ask": _TEXT, "tasks": _IDS, "answered_by": _IDS,
+             "default": {"type": "array", "items": default}}
+    return _object(FACT_KEYS, FACT_REQUIRED, kinds)
 
 
 def rules_schema() -> dict:
-    """One schema for every file of rules/: a rules list, the parameters, or the facts policy."""
-    parameter = {"type": "object", "additionalProperties": False, "required": ["value"], "properties": {
-        "value": {"type": "number"}, "unit": {"type": "string"}, "description": {"type": "string"},
-        "heuristics": {"type": "array", "items": {"type": "string"}}}}
-    default = {"type": "object", "additionalProperties": False, "required": ["value"],
-               "properties": {"when": _EXPR, "value": {}, "why": {"type": "string"}}}
-    fact = {"type": "object", "additionalProperties": False, "properties": {
-        "description": {"type": "string"}, "ask": {"type": "string"},
-        "tasks": {"type": "array", "items": {"type": "string"}},
-        "answered_by": {"type": "array", "items": {"type": "string"}},
-        "default": {"type": "array", "items": default}}}
+    """One schema for every file of rules/: a rules list, the parameters, or the facts policy (one of the
+    three top-level keys; the schema cannot tell which file it is in, `rules check` can)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Kentino Expert rule file",
-        "type": "object", "additionalProperties": False,
+        "description": "Generated from the rule reader's own tables (kentino-expert schema rules).",
+        "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
         "properties": {"rules": {"type": "array", "items": _rule_schema()},
-                       "parameters": {"type": "object", "additionalProperties": parameter},
-                       "facts": {"type": "object", "additionalProperties": fact}},
+                       "parameters": {"type": "object", "additionalProperties": _parameter_schema()},
+                       "facts": {"type": "object", "additionalProperties": _fact_schema()}},
     }
 
 

@@ -1,0 +1,54 @@
+"""What a diagnostic code is: its id, severity, summary, explanation, a minimal bad example and the fix."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CODE_PATTERN = re.compile(r"^[EW][0-9]{3}$")
+
+
+@dataclass(frozen=True)
+class DiagnosticCode:
+    """One code `rules check` gives, documented (docs/diagnostics.md and `rules check --explain CODE`).
+
+    `example` is a minimal bad YAML text as written in `file`, a path in a copy of the project: a new
+    rule file (`rules/example.yaml`), or an existing file whose top-level mapping the example's entries
+    join (`rules/parameters.yaml`, `rules/facts.yaml`, `knowledge/heuristics.yaml`); or, with `without`,
+    the entry of `file` whose absence the example shows; `environment` (`NAME=value`) is set while the
+    example is checked (authoring/diagnostic_examples.py makes each example in a copy of the project
+    and checks it). `trial` says the code is found by answering the examples in the
+    sandbox; `schema` that the editor schema (docs/schema/rules.schema.json) refuses the example too;
+    `root` that the code is a root cause: the checks that would blame other files or rules for it do
+    not run.
+    """
+
+    id: str
+    severity: str  # "error" fails `rules check`; "warning" only with --strict
+    summary: str
+    explanation: str
+    example: str
+    fix: str
+    file: str = "rules/example.yaml"
+    without: str = ""
+    environment: str = ""
+    trial: bool = False
+    schema: bool = False
+    root: bool = False
+
+    @property
+    def setup(self) -> str:
+        """In words, what the example is besides its text ('' when it is its text alone)."""
+        if self.environment:
+            return f"`rules check` run with `{self.environment}`"
+        return f"{self.file} without its `{self.without}` entry" if self.without else ""
+
+    @property
+    def explanation_in_full(self) -> str:
+        """The explanation, and what a root cause means for the other checks."""
+        root = (" It is a root cause: `rules check` lists it first, and the checks that would blame other "
+                "files or rules for it wait until it is fixed." if self.root else "")
+        return self.explanation + root
+
+    def __post_init__(self):
+        if not CODE_PATTERN.match(self.id) or self.severity != ("error" if self.id[0] == "E" else "warning"):
+            raise ValueError(f"diagnostic code {self.id!r}: an id like E123 (error) or W123 (warning)")

@@ -1,0 +1,102 @@
+"""YAML is read as YAML 1.2 does (issue 10): `1e5` is a number, only true/false are booleans, `010` is ten; and
+PyYAML's syntax errors are said in words: a tab, or the line whose indentation slipped."""
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kentino_expert import yamlsrc
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.paths import bundled
+from kentino_expert.ruleset.compiler import compile_ruleset
+from kentino_expert.yamlsrc import YamlSourceError, load_yaml
+from kentino_expert.yamlsyntax import slips
+
+LOADERS = [name for name in ("CSafeLoader", "SafeLoader") if hasattr(yaml, name)]
+
+
+@pytest.fixture(params=LOADERS)
+def loader(request, monkeypatch):
+    """Each PyYAML loader present (libyaml's and the pure-Python one) reads the same."""
+    monkeypatch.setattr(yamlsrc, "_LOADER", getattr(yaml, request.param))
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1e5", 100000.0), ("1E-3", 0.001), (".5", 0.5), ("5.", 5.0), ("+5", 5), ("-0.5e+2", -50.0), ("7", 7),
+    ("010", 10), ("0o10", 8), ("0x1F", 31), ("true", True), ("True", True), ("FALSE", False), ("~", None),
+    ("null", None), ("", None), ("yes", "yes"), ("no", "no"), ("on", "on"), ("off", "off"), ("y", "y"),
+    ("1_000", "1_000"), ("1:30", "1:30"), ("0b101", "0b101"), ("2024-05-01", "2024-05-01"), ("'1e5'", "1e5"),
+    ("'true'", "true"), ("1.0e9", 1e9)])
+def test_plain_scalars_read_as_yaml_1_2(loader, text, value):
+    """The core schema of YAML 1.2 decides what a plain scalar is; everything else is text."""
+    read = load_yaml(f"x: {text}\n")["x"]
+    assert read == value and type(read) is type(value)
+
+
+@pytest.mark.parametrize("text,check", [(".inf", lambda v: v == math.inf), ("-.Inf", lambda v: v == -math.inf),
+                                        (".NaN", math.isnan)])
+def test_infinities_and_nan(loader, text, check):
+    """.inf, -.inf and .nan are floats, as in both YAML versions (the rules refuse them where they harm)."""
+    assert check(load_yaml(f"x: {text}\n")["x"])
+
+
+def test_explicit_tags_still_convert(loader):
+    """A tag says what a scalar is: `!!str 10` is text, `!!float 1` a float, `!!int 1_000` not a YAML 1.2 int."""
+    assert load_yaml("a: !!str 10\nb: !!float 1\n") == {"a": "10", "b": 1.0}
+    with pytest.raises(YamlSourceError, match="not a valid int: '1_000' is not a YAML 1.2 int"):
+        load_yaml("a: !!int 1_000\n")
+
+
+def test_a_parameter_written_1e5_is_the_number(tmp_path):
+    """`value: 1e5` in parameters.yaml was text under YAML 1.1 (E003); it is 100,000 now."""
+    rules = Path(shutil.copytree(bundled("rules"), tmp_path / "rules"))
+    text = (rules / "parameters.yaml").read_text()
+    assert "    value: 100000\n" in text
+    (rules / "parameters.yaml").write_text(text.replace("    value: 100000\n", "    value: 1e5\n", 1))
+    ruleset = compile_ruleset(rules, load_knowledge(bundled("knowledge")))
+    assert ruleset.parameters["hyperscale_qps"].value == 100000.0
+
+
+def test_the_bundled_files_read_as_before_but_one_number():
+    """The bundled rule and knowledge files read as under YAML 1.1, but for `gb: 1.0e9` of sizing.yaml, which
+    YAML 1.1 read as text (its exponent has no sign)."""
+    for path in [*bundled("rules").glob("*.yaml"), *bundled("knowledge").glob("*.yaml")]:
+        text = path.read_text(encoding="utf-8")
+        now, before = yamlsrc.to_plain(load_yaml(text)), yaml.safe_load(text)
+        if path.name == "sizing.yaml":
+            assert (now.pop("gb"), before.pop("gb")) == (1e9, "1.0e9")
+        assert now == before, path.name
+
+
+class TestSyntaxInWords:
+    """A tab or an indentation slip is named, at the line that slipped."""
+
+    @pytest.mark.parametrize("text,where,words", [
+        ("a:\n  b: 1\n\tc: 2\n", (3, 1), "a tab character: YAML indents with spaces"),
+        ("a:\n  b: 1\n  \tc: 2\n", (3, 3), "a tab character"),
+        ("a:\n  b: 1\n   c: 2\n  d: 3\n", (3, 4), "line 3 is indented 3 spaces, more than line 2 above it (2)"),
+        ("a:\n   b: 1\n  c: 2\n  d: 3\n", (2, 4), "line 2 is indented 3 spaces, and the lines after it 2"),
+        ("rules:\n  - id: x\n     when: y\n", (3, 6), "line 3 is indented 5 spaces, more than line 2")])
+    def test_the_cause_is_named(self, loader, text, where, words):
+        """The message says "tab" or "indentation" and points at the tab or the line that slipped."""
+        with pytest.raises(YamlSourceError) as caught:
+            load_yaml(text, "f.yaml")
+        assert (caught.value.location.line, caught.value.location.column) == where
+        assert words in caught.value.message, caught.value.message
+
+    def test_other_syntax_errors_keep_pyyaml_words(self, loader):
+        """An unclosed bracket is not blamed on indentation."""
+        with pytest.raises(YamlSourceError, match="while parsing a flow sequence"):
+            load_yaml("a: [1, 2\nb: 3\n", "f.yaml")
+
+    def test_valid_files_have_no_slips(self):
+        """Block scalars, multi-line flow collections and lists of mappings are not mistaken for slips."""
+        text = ("a:\n  b: |\n    free\n      text\n  c: [1,\n      2]\n  d:\n  - e: 1\n    f: 2\n  - g\n"
+                "  h: >-\n    folded\n  i: plain text\n    going on\n")
+        assert load_yaml(text) and slips(text) == []
+        for path in bundled("rules").glob("*.yaml"):
+            assert slips(path.read_text(encoding="utf-8")) == [], path.name
