@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import weakref
+from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate
@@ -60,6 +61,31 @@ def exposition() -> bytes:
     registry = CollectorRegistry()
     _multiprocess.MultiProcessCollector(registry)
     return _generate(registry)
+
+
+def leave_directory() -> None:
+    """An orphaned worker on its way out (its supervisor was killed, so nobody else removes the metrics directory):
+    remove this process's files and those of processes gone, then the directory if that left it empty. Each orphan
+    does this as it exits, so the last one out removes the directory."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        return
+    with contextlib.suppress(OSError):
+        for path in Path(directory).glob("*.db"):  # prometheus-client's files: {kind}_{pid}.db
+            pid = path.stem.rpartition("_")[2]
+            if pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
+                path.unlink(missing_ok=True)
+        os.rmdir(directory)  # fails while another live worker still has files there: it removes it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def worker_exited(pid: int) -> None:
