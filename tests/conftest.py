@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,19 @@ def log_target(request, tmp_path):
     if request.param == "sqlite":
         yield str(tmp_path / "fresh.db")
         return
+    with _pg_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_target():
+    """A new PostgreSQL schema where no log exists yet (its URL), dropped afterwards; skipped without a server."""
+    with _pg_schema() as url:
+        yield url
+
+
+@contextmanager
+def _pg_schema():
     import psycopg
     url, schema = _postgres_or_skip(), f"kentino_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:

@@ -30,11 +30,12 @@ _CHECKOUT_PATH = re.compile(re.escape(str(ROOT)) + r"(?![\w.-])")
 MARKER = re.compile(r"<!-- transcript: (skip|save (\S+)) -->")
 DECISION_ID = re.compile(r"\b[0-9a-f]{32}\b")
 # What differs on every run or checkout and says nothing about the behaviour shown: file times, clock
-# times, pids, where the repository was cloned.
+# times, pids, instance labels (host names, ports), where the repository was cloned.
 VOLATILE = [(re.compile(r"^((?:---|\+\+\+) \S+)\t.*$", re.M), r"\1"),
             (re.compile(r'("directory": ")[^"]*(")'), r"\1<path>\2"),
             (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"), "<time>"),
-            (re.compile(r'("worker_pid": )\d+'), r"\1<pid>")]
+            (re.compile(r'("worker_pid": )\d+'), r"\1<pid>"),
+            (re.compile(r'("instance": ")[^"]*(")'), r"\1<host:port>\2")]  # serve's default: HOSTNAME:PORT
 
 
 @dataclass

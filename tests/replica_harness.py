@@ -85,6 +85,21 @@ def fresh_database(server_url: str):
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+BATCH_70B = {"task": "batch-inference", "model": "llama-3.1-70b"}  # single-node, or INT4 below a 70B cliff
+
+
+def rules_with_cliff(directory: Path, cliff_b: int) -> Path:
+    """A copy of the repository's rules/ in `directory` with the single-node cliff moved to `cliff_b` billion
+    parameters (at 60, BATCH_70B is answered single-node-int4 instead of single-node)."""
+    target = directory / "rules"
+    shutil.copytree(ROOT / "rules", target)
+    path = target / "parameters.yaml"
+    text = path.read_text()
+    assert "    value: 405\n" in text, "rules/parameters.yaml no longer has the 405B cliff this copy moves"
+    path.write_text(text.replace("    value: 405\n", f"    value: {cliff_b}\n"))
+    return target
+
+
 def logged_decisions(db_url: str) -> list[tuple[str, str, int]]:
     """(decision_id, session_id, turn) of every row of the decision log."""
     import psycopg

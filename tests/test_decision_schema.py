@@ -208,3 +208,71 @@ def test_nul_in_facts_is_an_input_error_on_both_backends(log_target, facts, fiel
         assert log.list() == [] and log.writable()
         literal = {"task": "inference", "note": "\\u0000"}
         assert log.get(log.record(literal, _answer("single-node", "final", "s"), "http"))["facts"] == literal
+
+
+# The table as version 2 created it (before `instance` and the published rule sets), for the v2 -> v3 migration.
+V2_SQLITE = V1_SQLITE.replace("    engine      TEXT NOT NULL\n", "    engine      TEXT NOT NULL,\n"
+                              "    status      TEXT NULL,\n    summary     TEXT NULL\n")
+V2_PG = (V2_SQLITE.replace("JSON NOT NULL", "JSONB NOT NULL").replace("created_at  TEXT", "created_at  TIMESTAMPTZ")
+         .replace("turn        INTEGER", "turn        BIGINT"))
+V2_INDEXES = ("CREATE INDEX decisions_created_id ON decisions (created_at, decision_id)",
+              "CREATE INDEX decisions_kind_created_id ON decisions (kind, created_at, decision_id)")
+
+
+def _create_v2(target: str) -> None:
+    raw = Raw(target)
+    try:
+        for statement in (V2_SQLITE if raw.sqlite else V2_PG, *V2_INDEXES):
+            raw.run(statement)
+        if raw.sqlite:
+            raw.run("PRAGMA user_version = 2")
+        else:
+            raw.run("CREATE TABLE decisions_schema_version (version INTEGER NOT NULL, "
+                    "migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            raw.run("INSERT INTO decisions_schema_version (version) VALUES (2)")
+        for decision_id, created, session, turn, kind, status, summary in V1_ROWS:
+            raw.run("INSERT INTO decisions VALUES (?, ?, ?, ?, 'http', ?, ?, ?, ?, 'test', ?, ?)",
+                    [decision_id, created, session, turn, json.dumps({"task": "inference"}),
+                     json.dumps(_answer(kind, status, summary)), kind, "d" * 64, status, summary])
+    finally:
+        raw.close()
+
+
+def _tables(raw: Raw) -> set:
+    if raw.sqlite:
+        return {r[0] for r in raw.run("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in raw.run("SELECT table_name FROM information_schema.tables "
+                                  "WHERE table_schema = current_schema()")}
+
+
+def test_a_version_2_log_gains_the_instance_column(log_target):
+    """A version 2 log opens at version 3: its rows keep their columns and have no instance (NULL: recorded before
+    instances were); a new decision records the log's instance; PostgreSQL gains the published rule-set tables."""
+    _create_v2(log_target)
+    with open_log(log_target) as log:
+        old = log.get("a" * 32)
+        assert (old["instance"], old["digest"], old["kind"]) == (None, "d" * 64, "single-node")
+        assert [r["status"] for r in log.list()] == ["final", "provisional", "final"]
+        log.instance = "replica-7:8001"
+        new = log.record({"task": "inference"}, _answer("frontier", "final", "s"), "http")
+        assert log.get(new)["instance"] == "replica-7:8001" and log.list(limit=1)[0]["instance"] == "replica-7:8001"
+    raw = Raw(log_target)
+    try:
+        assert _version(raw) == SCHEMA_VERSION == 3 and "instance" in _column_types(raw)
+        assert raw.sqlite or {"rule_sets", "rule_set_active"} <= _tables(raw)
+        if not raw.sqlite:
+            assert raw.run("SELECT count(*) FROM decisions_schema_version")[0][0] == 2
+    finally:
+        raw.close()
+
+
+def test_a_decision_without_an_instance_records_the_default(log_target, monkeypatch):
+    """A log given no instance records $KENTINO_INSTANCE, else the host's name."""
+    import socket
+    with open_log(log_target) as log:
+        monkeypatch.delenv("KENTINO_INSTANCE", raising=False)
+        first = log.record({"task": "inference"}, _answer("frontier", "final", "s"), "cli")
+        monkeypatch.setenv("KENTINO_INSTANCE", "from-the-environment")
+        second = log.record({"task": "inference"}, _answer("frontier", "final", "s"), "cli")
+        assert log.get(first)["instance"] == socket.gethostname()
+        assert log.get(second)["instance"] == "from-the-environment"

@@ -42,7 +42,7 @@ def test_every_operation_has_its_id_a_description_and_a_real_200_schema(served):
         assert operation["summary"] and len(operation["description"]) > 40
         content = operation["responses"]["200"]["content"]
         assert content and all(media["schema"] for media in content.values()), operation["operationId"]
-    for path in ("/healthz", "/readyz", "/v1/admin/reload", "/mcp", "/ui", "/ui/decisions/{decision_id}"):
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/admin/reload", "/mcp", "/ui", "/ui/decisions/{decision_id}"):
         assert path not in spec["paths"]
     assert {"readToken", "adminToken"} <= set(spec["components"]["securitySchemes"])
 

@@ -1,8 +1,9 @@
 """The replicated deployment of deploy/: HAProxy on deploy/haproxy.cfg in front of two `serve` replicas sharing
 one PostgreSQL log. A replica killed under load loses no acknowledged decision, fails only the requests in
 flight and is back after a restart; a replica cut off from its log is drained (by the /readyz check, or under
-load by the 503s it answers) and comes back; a drained rolling restart fails nothing; the proxy keeps admin paths
-and unknown Hosts out.
+load by the 503s it answers) and comes back; a drained rolling restart fails nothing; the proxy keeps admin paths,
+/metrics and unknown Hosts out; a rule set published to the log reaches every replica, and the decisions through
+the proxy then carry its digest and the replica's instance label.
 
 Figures (requests, failures, lost decisions, latencies, drain times) are printed and written as JSON to each
 test's tmp dir. Latencies and drain times are measured, never asserted: every wait has a hard deadline only.
@@ -13,6 +14,9 @@ import json
 import os
 import shutil
 import signal
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -240,9 +244,9 @@ def test_drained_rolling_restart_fails_nothing(deploy, tmp_path):
 
 
 def test_proxy_refuses_admin_paths_and_unknown_hosts(deploy):
-    """Reload is not reachable through the proxy, even with the admin token a replica accepts directly and even
-    percent-encoded (HAProxy's own 403), and the replicas' Host allowlist still applies behind it: the public name
-    is answered, another name is a 400."""
+    """Reload and /metrics are not reachable through the proxy, even with the admin token a replica accepts directly
+    and even percent-encoded (HAProxy's own 403), and the replicas' Host allowlist still applies behind it: the
+    public name is answered, another name is a 400."""
     import httpx
     deployment = deploy()
     admin = {"Authorization": f"Bearer {deployment.tokens['KENTINO_ADMIN_TOKEN']}"}
@@ -254,6 +258,9 @@ def test_proxy_refuses_admin_paths_and_unknown_hosts(deploy):
         public = {"Host": PUBLIC_HOST}
         for path in ("/v1/admin/reload", "/v1/%61dmin/reload", "/v1/admin%2Freload"):
             refused = client.post(path, headers={**public, **admin})
+            assert refused.status_code == 403 and "<h1>403 Forbidden</h1>" in refused.text, (path, refused.text)
+        for path in ("/metrics", "/%6detrics"):
+            refused = client.get(path, headers={**public, **admin})
             assert refused.status_code == 403 and "<h1>403 Forbidden</h1>" in refused.text, (path, refused.text)
         assert client.get("/readyz", headers=public).status_code == 200
         refused = client.get("/readyz", headers={"Host": "evil.example"})
@@ -279,3 +286,56 @@ def test_proxy_terminates_tls_and_redirects_plain_http(deploy, tmp_path):
     plain = httpx.post(f"{deployment.proxy.base_url}/v1/recommend", json={"task": "inference"},
                        headers={"Host": PUBLIC_HOST}, timeout=10)
     assert plain.status_code == 308 and plain.headers["location"] == f"https://{PUBLIC_HOST}/v1/recommend"
+
+
+def _publish(db_url: str, rules: Path) -> str:
+    """`kentino-expert rules publish` as an operator runs it; the digest it published."""
+    result = subprocess.run([sys.executable, "-m", "kentino_expert", "rules", "publish", "--db", db_url, "--rules",
+                             str(rules), "--knowledge", str(harness.ROOT / "knowledge")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("published rule set ", 1)[1].split()[0]
+
+
+def _seconds_to_every_replica(replicas, digest: str, since: float) -> list[float]:
+    """Seconds from `since` until each replica's own /readyz shows `digest` (all polled in turn every 20 ms, hard
+    60 s): the first time each was seen serving it."""
+    seen: dict[str, float] = {}
+
+    def every_one_serves() -> bool:
+        for replica in replicas:
+            if replica.name not in seen and (replica.readyz() or {}).get("digest") == digest:
+                seen[replica.name] = time.monotonic() - since
+        return len(seen) == len(replicas)
+    harness.wait_until(every_one_serves, 60, f"every replica serving {digest[:16]}", interval=0.02)
+    return [seen[replica.name] for replica in replicas]
+
+
+def test_a_published_rule_set_reaches_every_replica(deploy, tmp_path):
+    """Replicas serving their own directories switch, each within a hard deadline, to every rule set `rules publish`
+    stores in their shared log (a moved cliff, the original, the moved one again ...); decisions through HAProxy
+    then carry the published digest and answer, and each row names its replica's instance and that digest."""
+    deployment = deploy()
+    moved = harness.rules_with_cliff(tmp_path, 60)
+    first = [replica.readyz() for replica in deployment.replicas]
+    assert {(r["rule_source"], r["published_digest"]) for r in first} == {("local", None)}
+    seconds = []  # per publish: each replica's time to serve the set
+    for rules in (moved, harness.ROOT / "rules", moved, harness.ROOT / "rules", moved):
+        digest = _publish(deployment.db_url, rules)
+        seconds.append(_seconds_to_every_replica(deployment.replicas, digest, time.monotonic()))
+    ready = [replica.readyz() for replica in deployment.replicas]
+    assert {(r["digest"], r["rule_source"], r["published_digest"]) for r in ready} == {(digest, "published", digest)}
+    import httpx
+    import psycopg
+    with httpx.Client(base_url=deployment.proxy.base_url, headers={"Host": PUBLIC_HOST}, timeout=10) as client:
+        answers = [client.post("/v1/recommend", json=harness.BATCH_70B).json() for _ in range(20)]
+    assert {(a["ruleset"]["digest"], a["recommendation"]["kind"]) for a in answers} == {(digest, "single-node-int4")}
+    with psycopg.connect(deployment.db_url) as conn:
+        rows = conn.execute("SELECT digest, instance FROM decisions WHERE decision_id = ANY(%s)",
+                            [[a["decision_id"] for a in answers]]).fetchall()
+    assert len(rows) == 20 and {d for d, _ in rows} == {digest}
+    assert {i for _, i in rows} == {r["instance"] for r in ready} and len({r["instance"] for r in ready}) == 2
+    every = [max(each) for each in seconds]  # a publish has reached every replica when the last one serves it
+    _report(tmp_path, "replica-publish", {"publishes": 5, "replicas": 2, "seconds_from_publish_to_every_replica": {
+        "median": round(statistics.median(every), 3), "max": round(max(every), 3),
+        "each_replica": [[round(s, 3) for s in each] for each in seconds]}})

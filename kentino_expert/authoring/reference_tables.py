@@ -207,20 +207,27 @@ def diagnostics_explained(ruleset=None, knowledge=None) -> str:
     return "\n\n".join(parts)
 
 
-def options_table(command: click.Command) -> str:
-    """Every option of a click command (`serve`'s, from the CLI that owns it): its default and its help."""
-    rows = []
-    for param in command.params:
-        if not isinstance(param, click.Option) or param.name == "help":
-            continue
-        default = f"`{param.default}`" if isinstance(param.default, (str, int, float)) else "-"
-        meaning = param.help or ""
-        if isinstance(param.type, click.Choice):
-            meaning = (meaning + " One of " + ", ".join(f"`{c}`" for c in param.type.choices) + ".").strip()
-        if param.envvar and param.envvar not in meaning:
-            meaning += f" [env {param.envvar}]"
-        rows.append((", ".join(f"`{o}`" for o in param.opts), default, meaning))
-    return _table(("option", "default", "meaning"), rows)
+def options_table(*commands: click.Command) -> str:
+    """Every option of the given click commands (`serve`'s and `mcp`'s, from the CLI that owns them) in one table:
+    its environment variable, the commands that take it, its default and its help (an option the commands
+    share is one row; its help is the first command's)."""
+    rows: dict[str, list] = {}
+    for command in commands:
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.name == "help":
+                continue
+            key = param.opts[0]
+            if key in rows:
+                rows[key][2].append(command.name)
+                continue
+            default = f"`{param.default}`" if isinstance(param.default, (str, int, float)) else "-"
+            meaning = param.help or ""
+            if isinstance(param.type, click.Choice):
+                meaning = (meaning + " One of " + ", ".join(f"`{c}`" for c in param.type.choices) + ".").strip()
+            variable = f"`{param.envvar}`" if isinstance(param.envvar, str) else "-"
+            rows[key] = [variable, ", ".join(f"`{o}`" for o in param.opts), [command.name], default, meaning]
+    return _table(("variable", "option", "commands", "default", "meaning"),
+                  [(v, o, ", ".join(f"`{c}`" for c in cs), d, m) for v, o, cs, d, m in rows.values()])
 
 
 def _purpose(path: Path) -> str:
@@ -244,7 +251,7 @@ TABLES = {
     "modules": modules_table,
 }
 # Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.
-PASSED_IN = ("serve-options",)
+PASSED_IN = ("service-options",)
 
 
 def render_all(ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[str, str]:

@@ -48,11 +48,12 @@ def _located(name: str):
 _WHERE = ("(default: $KENTINO_{upper}, else the {name}/ of the checkout this runs in, found from its "
           "kentino.toml or pyproject.toml [tool.kentino], else the packaged {name}/).")
 rules_option = click.option("--rules", "rules_dir", type=click.Path(), default=None, callback=_located("rules"),
+                            envvar="KENTINO_RULES",
                             help="Rule directory " + _WHERE.format(upper="RULES", name="rules"))
 knowledge_option = click.option("--knowledge", "knowledge_dir", type=click.Path(), default=None,
-                                callback=_located("knowledge"),
+                                callback=_located("knowledge"), envvar="KENTINO_KNOWLEDGE",
                                 help="Knowledge directory " + _WHERE.format(upper="KNOWLEDGE", name="knowledge"))
-db_option = click.option("--db", "db", default=None, metavar="URL",
+db_option = click.option("--db", "db", default=None, metavar="URL", envvar="KENTINO_DB",
                          help="Decision log: a SQLite path or postgresql:// URL (default: $KENTINO_DB, "
                               "else ./kentino-decisions.db).")
 

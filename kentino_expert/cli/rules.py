@@ -1,8 +1,12 @@
-"""`kentino-expert rules check|list|diff|docs|examples` and `kentino-expert test`: the rule author's commands."""
+"""`kentino-expert rules check|list|diff|docs|examples|publish` and `kentino-expert test`: the rule author's
+commands."""
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -11,10 +15,23 @@ from ..authoring.reference_tables import options_table, refresh_guides
 from ..authoring.rule_pages import rule_examples_yaml, write_docs
 from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_markdown
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
+from ..decisions import published
+from ..decisions.connect import log_target
 from ..ruleset.diagnostics import UnknownCode, explain
 from ..sandbox import Limits, check_in_sandbox
-from .common import UserError, announce, knowledge_option, make_expert, progress, rules_option, sources, sources_line
-from .service import serve
+from .common import (
+    UserError,
+    announce,
+    db_option,
+    knowledge_option,
+    make_expert,
+    open_decision_log,
+    progress,
+    rules_option,
+    sources,
+    sources_line,
+)
+from .service import mcp, serve
 
 
 @click.group("rules")
@@ -164,7 +181,7 @@ def rules_docs(outdir, rules_dir, knowledge_dir, guides):
 
 def cli_tables() -> dict[str, str]:
     """The guides' tables whose source is the command line itself (reference_tables.PASSED_IN)."""
-    return {"serve-options": options_table(serve)}
+    return {"service-options": options_table(serve, mcp)}
 
 
 @rules_group.command("examples")
@@ -175,3 +192,48 @@ def rules_examples(rules_dir, knowledge_dir):
     expert = make_expert(rules_dir, knowledge_dir)
     announce(expert)
     click.echo(rule_examples_yaml(expert.ruleset), nl=False)
+
+
+@rules_group.command("publish")
+@rules_option
+@knowledge_option
+@db_option
+@click.option("--by", default=None, metavar="NAME", help="Who publishes, recorded with the set (default: USER@HOST).")
+@click.option("--strict", is_flag=True, help="Refuse a set with warnings too.")
+def rules_publish(rules_dir, knowledge_dir, db, by, strict):
+    """Check the rule set as `rules check` does and store it in the postgresql:// decision log as the set every
+    replica serves: each switches to it on NOTIFY (a broken set is refused here, exit 2)."""
+    target = log_target(db)
+    if not target.lower().startswith(("postgresql://", "postgres://")):
+        raise UserError(f"rules publish needs a postgresql:// decision log (--db or KENTINO_DB), not '{target}': "
+                        "a service on SQLite reloads its own directories (SIGHUP or POST /v1/admin/reload)")
+    files = published.read_files(rules_dir, knowledge_dir)
+    report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
+    for diagnostic in report.diagnostics:
+        click.echo(str(diagnostic))
+    if not report.ok(strict):
+        raise UserError(f"rule set not published: {report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
+    if published.read_files(rules_dir, knowledge_dir) != files:
+        raise UserError("rule set not published: its files changed while it was checked; publish again")
+    with tempfile.TemporaryDirectory(prefix="kentino-publish-") as copy:  # the digest of exactly what is stored
+        digest = make_expert(*published.write_files(files, Path(copy))).ruleset.digest
+    log = open_decision_log(db)
+    try:
+        changed = published.publish(log, published.PublishedSet(digest, files), by or _publisher())
+        where = log.safe_url()
+    finally:
+        log.close()
+    rules_count = sum(name.startswith("rules/") for name in files)
+    if changed:
+        click.echo(f"published rule set {digest} ({rules_count} rule files, {len(files) - rules_count} knowledge "
+                   f"files; {sources_line(rules_dir, knowledge_dir)}) to {where}: replicas switch to it now")
+    else:
+        click.echo(f"rule set {digest} is already the published one in {where}: nothing changed")
+
+
+def _publisher() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"

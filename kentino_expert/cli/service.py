@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 from pathlib import Path
 
 import click
 
 from ..decisions.connect import is_url, log_target
+from ..decisions.meta import check_instance
+from ..errors import KentinoError
 from ..service.mcp_server import main as mcp_main
 from ..service.mcp_server import mcp_installed
 from .common import (
@@ -92,34 +95,67 @@ def _limits(max_header_bytes, max_headers, header_timeout, body_timeout):
 TOKEN_NOTE = "Prefer the environment variable: a command line is visible to other users in `ps`."
 
 
+class HostList(click.ParamType):
+    """--allowed-host: one name per flag; from $KENTINO_ALLOWED_HOSTS, names separated by commas or spaces."""
+
+    name = "NAME[:PORT]"
+
+    def split_envvar_value(self, rv: str):
+        return [part for part in re.split(r"[,\s]+", rv.strip()) if part]
+
+
+def _instance(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return check_instance(value)
+    except KentinoError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def env(name: str) -> dict:
+    """An option's environment variable, KENTINO_<NAME> (a flag on the command line wins over it)."""
+    return {"envvar": f"KENTINO_{name}", "show_envvar": True}
+
+
+instance_option = click.option(
+    "--instance", default=None, callback=_instance, **env("INSTANCE"),
+    help="This process's label, recorded in every decision; serve's /readyz and /metrics show it (default: "
+         "HOSTNAME:PORT for serve, HOSTNAME for mcp).")
+
+
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.", **env("HOST"))
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.",
+              **env("PORT"))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.",
+              **env("WORKERS"))
 @rules_option
 @knowledge_option
 @db_option
 @click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
-              help="A Host header to answer (repeatable; '*' any). Default on a loopback --host: localhost, "
-                   "127.0.0.1 and [::1]; required on any other.")
-@click.option("--read-token", envvar="KENTINO_READ_TOKEN", default=None, metavar="TOKEN",
-              help=f"Bearer token that reads the decision log [env KENTINO_READ_TOKEN]. {TOKEN_NOTE}")
-@click.option("--admin-token", envvar="KENTINO_ADMIN_TOKEN", default=None, metavar="TOKEN",
-              help="Bearer token that reloads the rules and reads the log; without it HTTP reload is off "
-                   f"[env KENTINO_ADMIN_TOKEN]. {TOKEN_NOTE}")
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]), **env("LOG_LEVEL"))
+@click.option("--allowed-host", "allowed_hosts", multiple=True, type=HostList(), **env("ALLOWED_HOSTS"),
+              help="A Host header to answer (repeatable; '*' any; the variable takes several, separated by commas). "
+                   "Default on a loopback --host: localhost, 127.0.0.1 and [::1]; required on any other.")
+@click.option("--read-token", default=None, metavar="TOKEN", **env("READ_TOKEN"),
+              help=f"Bearer token that reads the decision log and /metrics. {TOKEN_NOTE}")
+@click.option("--admin-token", default=None, metavar="TOKEN", **env("ADMIN_TOKEN"),
+              help="Bearer token that reloads the rules and reads the log; without it HTTP reload is off. "
+                   f"{TOKEN_NOTE}")
+@instance_option
 @click.option("--max-header-bytes", default=16384, show_default=True, type=click.IntRange(1024, 1 << 20),
-              help="Request line and header fields, in bytes (431 above).")
+              help="Request line and header fields, in bytes (431 above).", **env("MAX_HEADER_BYTES"))
 @click.option("--max-headers", default=100, show_default=True, type=click.IntRange(1, 10_000),
-              help="Header fields per request (431 above).")
+              help="Header fields per request (431 above).", **env("MAX_HEADERS"))
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="Seconds to receive a request's line and headers (408 after).")
+              help="Seconds to receive a request's line and headers (408 after).", **env("HEADER_TIMEOUT"))
 @click.option("--body-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="Seconds to receive a request's body once its headers are in (408 after).")
+              help="Seconds to receive a request's body once its headers are in (408 after).", **env("BODY_TIMEOUT"))
 def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_hosts, read_token, admin_token,
-          max_header_bytes, max_headers, header_timeout, body_timeout):
-    """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules."""
+          instance, max_header_bytes, max_headers, header_timeout, body_timeout):
+    """Serve the HTTP API (POST /v1/recommend, ...) with uvicorn; SIGHUP or POST /v1/admin/reload reloads rules.
+    On a postgresql:// log the rule set published there (`rules publish`), once there is one, is served instead."""
     from ..service.guard import is_loopback  # the HTTP stack
     hosts = _allowed_hosts(host, allowed_hosts)
     limits = _limits(max_header_bytes, max_headers, header_timeout, body_timeout)
@@ -132,7 +168,8 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_
         sock = _bound_socket(host, port)
         announce(expert)
         options = {"rules_dir": rules_dir, "knowledge_dir": knowledge_dir, "read_token": read_token or "",
-                   "admin_token": admin_token or "", "allowed_hosts": hosts}
+                   "admin_token": admin_token or "", "allowed_hosts": hosts,
+                   "instance": instance or default_label(sock.getsockname()[1])}
         try:
             _serve_one(sock, host, port, options, log, log_level, limits)
         finally:
@@ -147,22 +184,30 @@ def serve(host, port, workers, rules_dir, knowledge_dir, db, log_level, allowed_
         "KENTINO_READ_TOKEN": read_token or "", "KENTINO_ADMIN_TOKEN": admin_token or "",
         "KENTINO_ALLOWED_HOSTS": ",".join(hosts),
     })
-    _serve_workers(expert, host, port, workers, log_level, limits)
+    _serve_workers(expert, host, port, workers, log_level, limits, instance)
 
 
-def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, limits) -> None:
-    """`workers` processes on (host, port), each app built by service.app.app_from_env from the environment."""
-    from ..service.workers import APP, Supervisor, reload_marker, reuse_port_available  # the HTTP stack
-    with reload_marker() as marker:
-        os.environ["KENTINO_RELOAD_FILE"] = marker
+def default_label(port: int) -> str:
+    """A serving process's instance label when none is given: HOSTNAME:PORT."""
+    return f"{socket.gethostname() or 'localhost'}:{port}"
+
+
+def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, limits, instance) -> None:
+    """`workers` processes on (host, port), each app built by service.app.app_from_env from the environment,
+    with one directory for their metrics (see service/metrics.py), removed when they stop."""
+    from ..service.workers import APP, Supervisor, metrics_directory, reload_marker, reuse_port_available
+    with reload_marker() as marker, metrics_directory() as metrics_dir:
+        os.environ.update({"KENTINO_RELOAD_FILE": marker, "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
         if reuse_port_available():  # a socket per worker: the kernel balances kept-alive connections
             try:
                 supervisor = Supervisor(host, port, workers, log_level, limits)
             except OSError as exc:
                 raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            os.environ["KENTINO_INSTANCE"] = instance or default_label(supervisor.port)
             announce(expert)
             supervisor.run()
         else:  # what uvicorn.run does for workers, with the limited protocol (its limits travel in the config)
+            os.environ["KENTINO_INSTANCE"] = instance or default_label(port)
             announce(expert)
             import uvicorn
             from uvicorn.supervisors import Multiprocess
@@ -177,16 +222,17 @@ def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, l
 @rules_option
 @knowledge_option
 @db_option
-def mcp(rules_dir, knowledge_dir, db):
+@instance_option
+def mcp(rules_dir, knowledge_dir, db, instance):
     """Run the MCP server (tools `recommend` and `explain`) on stdin/stdout."""
     if not mcp_installed():
         raise UserError("the MCP server needs the mcp package (2.x): pip install 'mcp>=2.3,<3'")
     expert = make_expert(rules_dir, knowledge_dir)
     open_decision_log(db).close()
     announce(expert)  # stdout carries the protocol
+    if instance:
+        os.environ["KENTINO_INSTANCE"] = instance  # what the log records (decisions.log.default_instance)
     mcp_main(rules_dir, knowledge_dir, db)
-
-
 
 
 @click.group(cls=KentinoGroup)

@@ -24,8 +24,10 @@ class _Slot:
 class GroupCommit:
     """Commit rows through `write_batch(rows)` (one transaction per call), batching concurrent callers."""
 
-    def __init__(self, write_batch: Callable[[list], None], max_batch: int = 256):
+    def __init__(self, write_batch: Callable[[list], None], max_batch: int = 256,
+                 on_batch: Callable[[int], None] | None = None):
         self._write_batch = write_batch
+        self._on_batch = on_batch  # told the size of each batch tried (the service's metrics)
         self._max_batch = max_batch
         self._ready = threading.Condition()
         self._queue: list[_Slot] = []
@@ -59,6 +61,8 @@ class GroupCommit:
     def _write(self, batch: list[_Slot]) -> None:
         self.batches += 1
         self.rows += len(batch)
+        if self._on_batch is not None:
+            self._on_batch(len(batch))
         for slot in batch:  # until a commit says otherwise (an interrupted write acknowledges nothing)
             slot.error = DecisionLogError("decision not recorded: the write was interrupted")
         try:

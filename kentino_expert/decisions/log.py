@@ -10,10 +10,14 @@ columns only, a page at a time, newest first, with an opaque cursor to the next 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
 import sqlite3
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .. import fastjson
@@ -34,6 +38,11 @@ class DecisionPage:
     """One page of a listing: summaries newest first, and the cursor to the next page (None on the last)."""
     decisions: tuple[dict, ...]
     next_cursor: str | None
+
+
+def default_instance() -> str:
+    """The instance label of a process that was given none: $KENTINO_INSTANCE, else the host's name."""
+    return os.environ.get("KENTINO_INSTANCE") or socket.gethostname() or "localhost"
 
 
 def _plain_facts(facts):
@@ -67,6 +76,12 @@ class DecisionLog:
     url: str
     _P = "?"
     _T = "?"
+    # who answered, recorded in every row (`serve` sets its --instance; default: default_instance())
+    instance: str | None = None
+    # told each committed row and the seconds its commit took (the service's metrics); its failure never
+    # fails a decision
+    on_record: Callable[[dict, float], None] | None = None
+    on_batch: Callable[[int], None] | None = None  # told the size of each group-commit batch
 
     # -- writing -------------------------------------------------------------------------------
     def record(self, facts, answer, source: str, session_id: str | None = None, turn: int | None = None) -> str:
@@ -84,8 +99,15 @@ class DecisionLog:
                "session_id": session_id, "turn": turn, "source": source,
                "facts": _json(_plain_facts(facts), "facts"), "answer": _json(dump, "answer"), "kind": kind,
                "digest": digest, "engine": engine, "status": _text_or_none(dump.get("status")),
-               "summary": _text_or_none((dump["recommendation"] or {}).get("summary"))}
+               "summary": _text_or_none((dump["recommendation"] or {}).get("summary")),
+               "instance": self.instance or default_instance()}
+        started = time.perf_counter()
         self._group_commit().commit(row)
+        if self.on_record is not None:
+            try:
+                self.on_record(row, time.perf_counter() - started)
+            except Exception:  # noqa: BLE001 - an observer's bug must not unsay a committed decision
+                logging.getLogger(__name__).exception("decision observer failed")
         return row["decision_id"]
 
     def _group_commit(self) -> GroupCommit:
@@ -94,8 +116,15 @@ class DecisionLog:
             with _COMMITTER_LOCK:
                 committer = getattr(self, "_committer", None)
                 if committer is None:
-                    committer = self._committer = GroupCommit(self._insert_many)
+                    committer = self._committer = GroupCommit(self._insert_many, on_batch=self._batch_done)
         return committer
+
+    def _batch_done(self, rows: int) -> None:
+        if self.on_batch is not None:
+            try:
+                self.on_batch(rows)
+            except Exception:  # noqa: BLE001 - an observer's bug must not fail a commit
+                logging.getLogger(__name__).exception("batch observer failed")
 
     def prune(self, before: str, dry_run: bool = False, batch: int = PRUNE_BATCH) -> int:
         """Delete the decisions created strictly before `before` (an ISO-8601 time in the past), `batch` rows

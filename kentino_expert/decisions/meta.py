@@ -54,6 +54,15 @@ def check_session_id(value) -> str | None:
     return text
 
 
+def check_instance(value) -> str:
+    """An instance label as recorded: 1-200 characters of printable text."""
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_SESSION_ID or \
+            any(unicodedata.category(c) in _BAD_CATEGORIES for c in value):
+        raise InputError(f"must be 1 to {MAX_SESSION_ID} characters of text without control characters",
+                         field="instance")
+    return value
+
+
 def check_turn(value) -> int | None:
     """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits is read as one)."""
     if value is None:

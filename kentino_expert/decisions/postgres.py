@@ -1,20 +1,31 @@
-"""The decision log in PostgreSQL (psycopg 3, imported only when a postgresql:// URL is given), for several replicas.
+"""The decision log in PostgreSQL (psycopg 3 and psycopg_pool, imported only when a postgresql:// URL is given).
 
-One write connection (records group-commit through it) and a few read connections, so a listing
-never waits behind a write, nor a write behind a listing.
+Two connection pools: writes (the group commit's batches, pruning, the readiness probe) and reads
+(listings, lookups). A listing never holds a connection a record needs, so reads never block writes.
+Every connection is checked when it is taken; one the server dropped is replaced by the pool. Once
+the server is found unreachable, a write or read fails at once (LogUnavailable) instead of waiting for
+a connection, so a replica answers 503 quickly and its load balancer takes it out; the pool keeps
+reconnecting in the background and the first connection it gets ends the outage.
 """
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from datetime import UTC
 from urllib.parse import unquote
 
 from ..errors import DecisionLogError, LogUnavailable
 from .log import DecisionLog, reason_of
-from .readers import ReaderPool
 from .schema import COLUMNS, migrate_postgres
 
+WRITERS = 3  # write connections at most, per process: the group commit's one, a prune batch, the probe
 READERS = 2  # read connections at most, per process (opened on first use)
+WRITE_WAIT = 5.0  # seconds a write waits for a connection while the server answers
+READ_WAIT = 10.0  # seconds a read waits for a connection (all of them busy with other reads)
+PROBE_WAIT = 1.0  # /readyz: under HAProxy's 2 s check timeout, so a lost log is a 503, not a timeout
+DOWN_WAIT = 0.05  # while the server is known unreachable: only a connection the pool already has
+RETAKE_WAIT = 0.5  # after a dropped connection: a new one comes in milliseconds if the server answers
+RECONNECT_SECONDS = 5.0  # a pool's reconnection attempts back off (1, 2 s ...) for this long, then start over
 
 
 def _url_passwords(url: str) -> list[str]:
@@ -34,113 +45,159 @@ def _url_passwords(url: str) -> list[str]:
     return sorted({v for raw in found for v in (raw, unquote(raw)) if v}, key=len, reverse=True)
 
 
-def _scrub(text: str, url: str) -> str:
+def scrub(text: str, url: str) -> str:
     """`text` (a URL or a libpq message, which may quote the URL) with every password masked."""
     for secret in _url_passwords(url):
         text = text.replace(secret, "***")
     return text
 
 
+def _modules():
+    """(psycopg, psycopg_pool), or the DecisionLogError that says what to install."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        raise DecisionLogError("a postgresql:// decision log needs psycopg 3 and psycopg_pool: "
+                               "pip install 'kentino-expert[postgres]'") from None
+    return psycopg, psycopg_pool
+
+
+class _Pool:
+    """One psycopg_pool.ConnectionPool with the log's waits: normal, or only-what-is-ready while the
+    server is known unreachable (a connection taken, or a statement run, says whether it is)."""
+
+    def __init__(self, log: PostgresDecisionLog, name: str, size: int, wait: float, configure=None):
+        self._log, self._wait = log, wait
+        self._psycopg = log.psycopg
+        self.unreachable = False
+        pool_class = log.psycopg_pool.ConnectionPool
+        self.size = size
+        self.pool = pool_class(log.url, name=name, min_size=0 if configure else 1, max_size=size,
+                               kwargs={"autocommit": True, "connect_timeout": 10}, configure=configure,
+                               timeout=wait, reconnect_timeout=RECONNECT_SECONDS, num_workers=1, open=True)
+
+    def _take(self, what: str, wait: float):
+        """A connection that answers: each one taken is checked (a round trip); one the server dropped is
+        given back (the pool replaces it at once) and another is taken, waiting at most RETAKE_WAIT."""
+        for attempt in range(self.size + 1):
+            timeout = DOWN_WAIT if self.unreachable else wait if attempt == 0 else min(wait, RETAKE_WAIT)
+            try:
+                conn = self.pool.getconn(timeout=timeout)
+            except self._log.psycopg_pool.PoolClosed:
+                raise LogUnavailable(f"decision log {self._log.safe_url()} is closed") from None
+            except self._log.psycopg_pool.PoolTimeout:
+                self.unreachable = True
+                raise LogUnavailable(f"decision log {self._log.safe_url()}: {what}: no connection to the server "
+                                     f"within {timeout:g} s") from None
+            try:
+                self.pool.check_connection(conn)
+                return conn
+            except self._psycopg.Error:
+                self.pool.putconn(conn)
+        self.unreachable = True
+        raise LogUnavailable(f"decision log {self._log.safe_url()}: {what}: every connection was lost")
+
+    @contextmanager
+    def connection(self, what: str = "cannot read", wait: float | None = None):
+        """A connection for the block; LogUnavailable when none comes, DecisionLogError for what the
+        statements raise (LogUnavailable when the connection was lost)."""
+        conn = self._take(what, wait or self._wait)
+        try:
+            yield conn
+            self.unreachable = False
+        except DecisionLogError:
+            raise
+        except Exception as exc:  # the transaction block has rolled back whatever the error
+            lost = conn.broken or isinstance(exc, self._psycopg.OperationalError)
+            self.unreachable = self.unreachable or conn.broken
+            error = self._log.error(what, exc)
+            raise (LogUnavailable(error.message) if lost else error) from None
+        finally:
+            self.pool.putconn(conn)
+
+    def close(self) -> None:
+        self.pool.close(timeout=5)
+
+
+def _read_only(conn) -> None:
+    conn.execute("SET default_transaction_read_only = on")  # a reader never writes, whatever it is asked
+
+
 class PostgresDecisionLog(DecisionLog):
-    """The log in a PostgreSQL table (psycopg 3); each record is its own committed transaction."""
+    """The log in a PostgreSQL table; each record is committed (with the others of its group) before it returns."""
 
     _P = "%s"
     _T = "%s::timestamptz"
 
     def __init__(self, url: str):
         self.url = url
-        self._lock = threading.Lock()
-        try:
-            import psycopg
-        except ImportError:
-            raise DecisionLogError("a postgresql:// decision log needs psycopg 3: "
-                                   "pip install 'psycopg[binary]'") from None
-        self._psycopg = psycopg
-        self._conn = None
-        try:
-            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-            migrate_postgres(self._conn)  # under an advisory lock: replicas opening at once migrate once
+        self._lock = threading.Lock()  # closing
+        self.psycopg, self.psycopg_pool = _modules()
+        self._writers = self._readers = None
+        try:  # a connection of its own: a server that cannot be reached, or a bad URL, fails here at once
+            with self.psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                migrate_postgres(conn)  # under an advisory lock: replicas opening at once migrate once
         except Exception as exc:  # a malformed URL is a ValueError or worse, not a psycopg.Error
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
             if isinstance(exc, DecisionLogError):
-                raise DecisionLogError(f"decision log {self._safe_url()}: {exc.message}") from None
-            raise self._error("cannot open", exc) from None
-        self._readers = ReaderPool(self._open_reader, self._safe_url(), size=READERS, usable=self._usable)
+                raise DecisionLogError(f"decision log {self.safe_url()}: {exc.message}") from None
+            raise self.error("cannot open", exc) from None
+        self._writers = _Pool(self, "kentino-log-write", WRITERS, WRITE_WAIT)
+        self._readers = _Pool(self, "kentino-log-read", READERS, READ_WAIT, configure=_read_only)
 
-    def _open_reader(self):
-        conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-        conn.execute("SET default_transaction_read_only = on")  # a reader never writes, whatever it is asked
-        return conn
-
-    @staticmethod
-    def _alive(conn) -> bool:
-        return not conn.closed and not getattr(conn, "broken", False)
-
-    def _usable(self, conn) -> bool:
-        """A reader to reuse: alive and outside any transaction (one left open would pin an old snapshot)."""
-        return self._alive(conn) and conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
-
-    def _safe_url(self) -> str:
+    def safe_url(self) -> str:
         """The URL with its password masked, whether given as user:password@ or as ?password=."""
-        return _scrub(self.url, self.url)
+        return scrub(self.url, self.url)
 
-    def _error(self, what: str, exc: Exception) -> DecisionLogError:
-        return DecisionLogError(f"decision log {self._safe_url()}: {what}: {_scrub(reason_of(exc), self.url)}")
-
-    def _connection(self):
-        if self._conn is None:
-            raise LogUnavailable(f"decision log {self._safe_url()} is closed")
-        if not self._alive(self._conn):  # the server restarted: reconnect once
-            try:
-                self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-            except self._psycopg.Error as exc:
-                raise LogUnavailable(self._error("cannot reconnect", exc).message) from None
-        return self._conn
+    def error(self, what: str, exc: Exception) -> DecisionLogError:
+        return DecisionLogError(f"decision log {self.safe_url()}: {what}: {scrub(reason_of(exc), self.url)}")
 
     @staticmethod
     def _time_text(value) -> str:
         """A TIMESTAMPTZ as the log has always written it: ISO-8601 UTC with microseconds."""
         return value.astimezone(UTC).isoformat(timespec="microseconds")
 
+    def writer(self, what: str, wait: float | None = None):
+        """A write connection (autocommit; open a transaction for several statements) for a `with` block."""
+        return self._pool("_writers").connection(what, wait)
+
+    def reader(self, what: str = "cannot read"):
+        """A read-only connection for a `with` block."""
+        return self._pool("_readers").connection(what)
+
+    def _pool(self, which: str) -> _Pool:
+        pool = getattr(self, which)
+        if pool is None:
+            raise LogUnavailable(f"decision log {self.safe_url()} is closed")
+        return pool
+
     def _insert_many(self, rows: list[dict]) -> None:
         # the JSON columns go in as the text already written (cast by the server), not re-encoded
         casts = {"facts": "%s::jsonb", "answer": "%s::jsonb", "created_at": "%s::timestamptz"}
         placeholders = ", ".join(casts.get(c, "%s") for c in COLUMNS)
-        values = [[row.get(c) for c in COLUMNS] for row in rows]  # status, summary: may be absent
-        with self._lock:
-            conn = self._connection()
-            try:
-                with conn.transaction(), conn.cursor() as cursor:
-                    cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", values)
-            except Exception as exc:  # the transaction block has rolled back whatever the error
-                raise self._error("decision not recorded", exc) from None
+        values = [[row.get(c) for c in COLUMNS] for row in rows]  # status, summary, instance: may be absent
+        with self.writer("decision not recorded") as conn, conn.transaction(), conn.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", values)
 
     def _write(self, sql: str, args) -> int:
-        with self._lock:
-            conn = self._connection()
-            try:
-                with conn.transaction(), conn.cursor() as cursor:
-                    cursor.execute(sql, args)
-                    return cursor.rowcount
-            except Exception as exc:
-                raise self._error("cannot write", exc) from None
+        with self.writer("cannot write") as conn, conn.transaction(), conn.cursor() as cursor:
+            cursor.execute(sql, args)
+            return cursor.rowcount
 
     def _read(self, sql: str, args) -> list[tuple]:
-        try:
-            with self._readers.connection() as conn:
-                return conn.execute(sql, args).fetchall()
-        except self._psycopg.Error as exc:
-            raise self._error("cannot read", exc) from None
+        with self.reader("cannot read") as conn:
+            return conn.execute(sql, args).fetchall()
 
     def _probe_write(self) -> None:
-        with self._lock:
-            try:
-                row = self._connection().execute("SELECT current_setting('transaction_read_only')").fetchone()
-            except DecisionLogError:
-                raise
-            except Exception as exc:
-                raise self._error("not reachable", exc) from None
+        with self.writer("not reachable", wait=PROBE_WAIT) as conn:
+            row = conn.execute("SELECT current_setting('transaction_read_only')").fetchone()
         if row and row[0] == "on":
-            raise DecisionLogError(f"decision log {self._safe_url()}: the database is read-only")
+            raise DecisionLogError(f"decision log {self.safe_url()}: the database is read-only")
+
+    def close(self) -> None:
+        """Close both pools; later calls raise LogUnavailable('... is closed')."""
+        with self._lock:
+            pools, self._writers, self._readers = (self._writers, self._readers), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.close()

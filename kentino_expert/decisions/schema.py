@@ -4,6 +4,9 @@ Version 1 (before versions were recorded): `turn` INTEGER (32-bit on PostgreSQL)
 Version 2: `turn` BIGINT and `created_at` TIMESTAMPTZ on PostgreSQL; `status` and `summary` columns,
 written with each decision (and filled from the stored answers when an old table is migrated), so
 a listing reads columns and never parses an answer; indexes that serve newest-first pages.
+Version 3: an `instance` column, the replica that answered (NULL in rows written before it was
+recorded); on PostgreSQL the published rule sets (`rule_sets`) and the one replicas serve
+(`rule_set_active`), written by `rules publish` (published.py).
 SQLite keeps the version in PRAGMA user_version; PostgreSQL in the table decisions_schema_version.
 Both migrate inside one transaction that also holds the migration lock, so two replicas opening
 an old log at once migrate it once.
@@ -14,13 +17,13 @@ import zlib
 
 from ..errors import DecisionLogError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # a whole decision as `get` returns it (status and summary are in its answer)
 ROW_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
-               "engine")
+               "engine", "instance")
 COLUMNS = ROW_COLUMNS + ("status", "summary")  # what a write stores
 LIST_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest", "engine", "status",
-                "summary")  # what a listing reads: no JSON column
+                "summary", "instance")  # what a listing reads: no JSON column
 # any transaction that migrates the table first takes this lock (released at its commit)
 PG_MIGRATION_LOCK = zlib.crc32(b"kentino_expert.decision_log.schema")
 
@@ -37,7 +40,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     digest      TEXT NOT NULL,
     engine      TEXT NOT NULL,
     status      TEXT NULL,
-    summary     TEXT NULL
+    summary     TEXT NULL,
+    instance    TEXT NULL
 )"""
 # newest-first pages, plain and of one kind; the time index also serves `since` and pruning
 _INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_id ON decisions (created_at, decision_id)",
@@ -45,7 +49,6 @@ _INDEXES = ("CREATE INDEX IF NOT EXISTS decisions_created_id ON decisions (creat
 _OLD_INDEXES = ("DROP INDEX IF EXISTS decisions_created_at", "DROP INDEX IF EXISTS decisions_kind")
 
 SQLITE_CREATE = (_TABLE.format(time="TEXT", int="INTEGER", json="JSON"), *_INDEXES)  # INTEGER: 64-bit
-PG_CREATE = (_TABLE.format(time="TIMESTAMPTZ", int="BIGINT", json="JSONB"), *_INDEXES)
 
 # from version 1 to 2, statement by statement
 SQLITE_TO_2 = ("ALTER TABLE decisions ADD COLUMN status TEXT",
@@ -58,6 +61,25 @@ PG_TO_2 = ("ALTER TABLE decisions ALTER COLUMN turn TYPE BIGINT, "
            "ADD COLUMN status TEXT, ADD COLUMN summary TEXT",
            "UPDATE decisions SET status = answer->>'status', summary = answer->'recommendation'->>'summary'",
            *_OLD_INDEXES, *_INDEXES)
+SQLITE_TO_3 = ("ALTER TABLE decisions ADD COLUMN instance TEXT",)
+# the published rule sets, by digest (files: {"rules/NAME.yaml" | "knowledge/NAME.yaml": text}), and the
+# one row naming the set every replica serves
+PG_RULE_SETS = ("""CREATE TABLE IF NOT EXISTS rule_sets (
+    digest       TEXT PRIMARY KEY,
+    files        JSONB NOT NULL,
+    published_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    published_by TEXT NOT NULL
+)""", """CREATE TABLE IF NOT EXISTS rule_set_active (
+    singleton    BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+    digest       TEXT NOT NULL REFERENCES rule_sets (digest),
+    activated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    activated_by TEXT NOT NULL
+)""")
+PG_TO_3 = ("ALTER TABLE decisions ADD COLUMN instance TEXT", *PG_RULE_SETS)
+PG_CREATE = (_TABLE.format(time="TIMESTAMPTZ", int="BIGINT", json="JSONB"), *_INDEXES, *PG_RULE_SETS)
+# the statements that bring a log from the version found (the key) to the next one; 0: none yet
+SQLITE_STEPS = {0: SQLITE_CREATE, 1: SQLITE_TO_2, 2: SQLITE_TO_3}
+PG_STEPS = {0: PG_CREATE, 1: PG_TO_2, 2: PG_TO_3}
 PG_VERSION_TABLE = ("CREATE TABLE IF NOT EXISTS decisions_schema_version ("
                     "version INTEGER NOT NULL, migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
 
@@ -69,7 +91,7 @@ def migrate_sqlite(conn) -> int:
         found = _found_version(conn.execute("PRAGMA user_version").fetchone()[0],
                                conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                                             "AND name = 'decisions'").fetchone() is not None)
-        for statement in SQLITE_CREATE if found == 0 else SQLITE_TO_2 if found == 1 else ():
+        for statement in _statements(SQLITE_STEPS, found):
             conn.execute(statement)
         if found < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -89,11 +111,19 @@ def migrate_postgres(conn) -> int:
         recorded = conn.execute("SELECT max(version) FROM decisions_schema_version").fetchone()[0]
         table = conn.execute("SELECT to_regclass('decisions') IS NOT NULL").fetchone()[0]
         found = _found_version(recorded or 0, table)
-        for statement in PG_CREATE if found == 0 else PG_TO_2 if found == 1 else ():
+        for statement in _statements(PG_STEPS, found):
             conn.execute(statement)
         if found < SCHEMA_VERSION:
             conn.execute("INSERT INTO decisions_schema_version (version) VALUES (%s)", [SCHEMA_VERSION])
     return found
+
+
+def _statements(steps: dict, found: int) -> list[str]:
+    """What brings a log at version `found` to SCHEMA_VERSION: a new one is created whole, an old one migrated
+    a version at a time."""
+    if found == 0:
+        return list(steps[0])
+    return [statement for version in range(found, SCHEMA_VERSION) for statement in steps[version]]
 
 
 def _found_version(recorded: int, table_exists: bool) -> int:

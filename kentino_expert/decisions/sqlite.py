@@ -130,6 +130,10 @@ class SqliteDecisionLog(DecisionLog):
     def _write(self, sql: str, args) -> int:
         return self._in_write_transaction(lambda conn: conn.execute(sql, args).rowcount, "cannot write")
 
+    def reader(self):
+        """A read connection (WAL: it sees the last commit and takes no write lock) for a `with` block."""
+        return self._readers.connection()
+
     def _read(self, sql: str, args) -> list[tuple]:
         try:
             with self._readers.connection() as conn:

@@ -29,15 +29,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..decisions.connect import open_log
+from ..decisions.log import default_instance
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
-from ..expert import Expert
-from ..sandbox import vet
 from ..version import __version__
 from .api_routes import add_answer_routes, add_decision_routes, detail
+from .follower import holder_for, sandboxed_factory
 from .guard import Access, Guard, authorise, document_access
-from .holder import ExpertHolder
 from .http_io import BadRequest, HeadAsGet, allow_with_head
 from .mcp_http import mount_mcp
+from .metrics import install as install_metrics
 from .ui import add_ui_routes
 
 
@@ -52,27 +52,24 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
 
 # -- the app ----------------------------------------------------------------------------------------
 
-def _default_factory(rules_dir=None, knowledge_dir=None):
-    def build():
-        vet(rules_dir, knowledge_dir)  # a trial load in a child process first: a hang or crash is refused there
-        return Expert(rules_dir, knowledge_dir)
-    build.rules_dir = rules_dir
-    return build
+_default_factory = sandboxed_factory  # the name tests and older callers use
 
 
 def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=None, db=None,
                reload_file: str | None = None, admin_token: str | None = None, read_token: str | None = None,
-               allowed_hosts=None) -> FastAPI:
+               allowed_hosts=None, instance: str | None = None) -> FastAPI:
     """The FastAPI app. `expert_factory()` builds an Expert (at start and on each reload); `log` is a
     DecisionLog (default: connect.open_log(db), i.e. KENTINO_DB or ./kentino-decisions.db).
 
     Tokens and allowed Host names not given come from KENTINO_ADMIN_TOKEN, KENTINO_READ_TOKEN and
-    KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access).
+    KENTINO_ALLOWED_HOSTS; the Host names default to the loopback ones (see service_guard.Access). The
+    instance label recorded in each decision: `instance`, else KENTINO_INSTANCE, else the host's name.
     """
     access = Access.resolve(read_token, admin_token, allowed_hosts)
-    factory = expert_factory or _default_factory(rules_dir, knowledge_dir)
-    holder = ExpertHolder(factory, reload_file)
+    factory = expert_factory or sandboxed_factory(rules_dir, knowledge_dir)
     decision_log = log if log is not None else open_log(db)
+    decision_log.instance = instance or decision_log.instance or default_instance()
+    holder = holder_for(decision_log, factory, reload_file)  # PostgreSQL: the published set (follower.py)
 
     mcp = mount_mcp(holder.current, decision_log, may_read=lambda headers: _log_read_refused(headers, access))
     app = FastAPI(title="Kentino Expert", version=__version__, description=API_DESCRIPTION,
@@ -80,6 +77,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     app.state.holder = holder
     app.state.log = decision_log
     app.state.access = access
+    install_metrics(app, holder, decision_log, decision_log.instance)  # innermost
     app.add_middleware(HeadAsGet)
     app.add_middleware(Guard, access=access, routes=app.router.routes)  # outermost: before HEAD becomes GET
     _install_error_handlers(app)
@@ -119,10 +117,11 @@ def _document_access(app, access) -> None:
 
 
 def _lifespan(holder, mcp=None):
-    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only); the MCP endpoint runs."""
+    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only); the MCP
+    endpoint runs; on a PostgreSQL log the holder follows the published rule set while the app runs."""
     def reload_logged(origin: str):
         try:
-            result = holder.reload()
+            result = holder.reload(trigger=origin.lower())
             logging.getLogger("uvicorn.error").info("%s: rules reloaded, digest %s", origin, result["digest"][:16])
         except KentinoError as exc:
             logging.getLogger("uvicorn.error").error("%s: reload refused, still serving %s:\n%s", origin,
@@ -138,10 +137,12 @@ def _lifespan(holder, mcp=None):
                 installed = True
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        holder.start_following()  # a PostgreSQL log: switch to each rule set published (in a thread)
         try:
             async with mcp.running() if mcp is not None else contextlib.nullcontext():
                 yield
         finally:
+            holder.stop_following()
             if installed:
                 loop.remove_signal_handler(signal.SIGHUP)
 
@@ -200,13 +201,20 @@ def _add_operations_routes(app, holder, decision_log) -> None:
         writable = decision_log.writable()
         body = {"ready": loaded and writable, "rules_loaded": loaded, "log_writable": writable,
                 "digest": expert.ruleset.digest if expert else None, "generation": serving.generation,
-                "worker_pid": os.getpid(), "last_reload_error": serving.last_error}
+                "worker_pid": os.getpid(), "last_reload_error": serving.last_error,
+                "instance": decision_log.instance, "rule_source": serving.source,
+                "published_digest": serving.published_digest}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", include_in_schema=False)
     async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
+        except DecisionLogError as exc:  # a PostgreSQL log whose published rule set cannot be read just now
+            logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: %s", exc)
+            return JSONResponse({"detail": [{"field": None, "message": "the published rule set cannot be read; the "
+                                             f"old one is still serving: {exc.message}"}],
+                                 "serving_digest": holder.expert.ruleset.digest}, status_code=503)
         except KentinoError as exc:
             logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: reload refused, still serving %s:\n%s",
                                                      holder.expert.ruleset.digest[:16], exc)
@@ -234,7 +242,7 @@ def app_from_env() -> FastAPI:
     """Factory for `uvicorn --factory kentino_expert.service.app:app_from_env` (and --workers > 1).
 
     Reads KENTINO_RULES, KENTINO_KNOWLEDGE, KENTINO_DB and KENTINO_RELOAD_FILE, and (create_app)
-    KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN and KENTINO_ALLOWED_HOSTS.
+    KENTINO_READ_TOKEN, KENTINO_ADMIN_TOKEN, KENTINO_ALLOWED_HOSTS and KENTINO_INSTANCE.
     """
     app = create_app(rules_dir=os.environ.get("KENTINO_RULES") or None,
                      knowledge_dir=os.environ.get("KENTINO_KNOWLEDGE") or None,

@@ -3,11 +3,11 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 
 - Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
   page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
-- Scopes: routes under /v1/decisions and the decision browser (/ui) need `read`, routes under /v1/admin
-  need `admin`; the admin token also reads. With no token configured the log is open (loopback use);
-  with any token configured every log read needs one. With no admin token, HTTP reload is off (403).
-  A browser cannot send a bearer token: under /ui the token may also come as the password of HTTP
-  Basic, and a refusal there is a page with a Basic challenge (the browser asks for it).
+- Scopes: routes under /v1/decisions, /metrics and the decision browser (/ui) need `read`, routes
+  under /v1/admin need `admin`; the admin token also reads. With no token configured the log is open
+  (loopback use); with any token configured every log read needs one. With no admin token, HTTP
+  reload is off (403). A browser cannot send a bearer token: under /ui the token may also come as
+  the password of HTTP Basic, and a refusal there is a page with a Basic challenge (the browser asks for it).
 - MCP over HTTP (/mcp): a request with an Origin header must come from an allowed host (the MCP
   transport's own defence against DNS rebinding, beside the Host check).
 - POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
@@ -32,7 +32,7 @@ from starlette.routing import Match
 
 READ, ADMIN = "read", "admin"
 UI_PREFIX, MCP_PATH = "/ui", "/mcp"
-SCOPE_PREFIXES = (("/v1/decisions", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
+SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
 REALM = "kentino-expert"

@@ -203,11 +203,20 @@ async def _serve_stdio(server) -> None:
 
 
 def main(rules_dir=None, knowledge_dir=None, db=None) -> None:
-    """Run the MCP server on stdin/stdout until the client closes it."""
+    """Run the MCP server on stdin/stdout until the client closes it. On a PostgreSQL log it serves the published
+    rule set once there is one, and follows it, as `serve` does."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     import anyio
-    expert = Expert(rules_dir, knowledge_dir)
-    anyio.run(_serve_stdio, build_server(expert, open_log(db)))
+
+    from .follower import holder_for
+    log = open_log(db)
+    holder = holder_for(log, lambda: Expert(rules_dir, knowledge_dir))  # PostgreSQL: the published rule set
+    holder.start_following()
+    try:
+        anyio.run(_serve_stdio, build_server(holder.current, log))
+    finally:
+        holder.stop_following()
+        log.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,11 @@ Every worker serves through http_limits' protocol, with the limits the superviso
 A reload through one worker's POST /v1/admin/reload reaches the others through the mtime of a
 marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named by its
 /proc/<pid>/fd path, so that nothing is left on disk however the supervisor ends, SIGKILL included.
+(On a PostgreSQL log every worker also follows the published rule set itself: see follower.py.)
+The workers' metrics share one directory (`metrics_directory()`, see metrics.py); the supervisor
+tells prometheus-client when a worker died, so its live gauges stop counting, and removes the directory
+when it stops. A supervisor killed outright cannot: its orphaned workers, on their way out, remove their
+files and the last one out the directory.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from pathlib import Path
 import uvicorn
 
 from .http_limits import HttpLimits, server_config
+from .metrics import leave_directory, worker_exited
 
 DEFAULTS = HttpLimits()
 
@@ -78,14 +84,41 @@ def reload_marker():
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@contextmanager
+def metrics_directory():
+    """A new private directory for the workers' metrics (PROMETHEUS_MULTIPROC_DIR), removed afterwards."""
+    directory = tempfile.mkdtemp(prefix="kentino-metrics-")
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _leave_when_orphaned(parent: int):
+    """A SIGTERM handler: an orphaned worker (its supervisor was killed) removes the metrics it leaves behind, then
+    ends by SIGTERM as it would have. uvicorn re-raises the SIGTERM it caught once it has shut down, after
+    putting back the handler it found: this one."""
+    def terminated(signum, frame):
+        if os.getppid() != parent:
+            leave_directory()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+    return terminated
+
+
 def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimits) -> None:
+    signal.signal(signal.SIGTERM, _leave_when_orphaned(parent))
     _die_with_parent()
-    if os.getppid() != parent:  # the supervisor died before the line above took effect
-        return
-    sock = _socket(host, port)
-    sock.listen(BACKLOG)
-    config = server_config(APP, limits, factory=True, log_level=log_level)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        if os.getppid() != parent:  # the supervisor died before the line above took effect
+            return
+        sock = _socket(host, port)
+        sock.listen(BACKLOG)
+        config = server_config(APP, limits, factory=True, log_level=log_level)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        if os.getppid() != parent:  # orphaned (the supervisor was killed): nobody else removes the metrics
+            leave_directory()
 
 
 class Supervisor:
@@ -127,6 +160,7 @@ class Supervisor:
                     if not process.is_alive() and not self._stopping:
                         print(f"kentino-expert: worker {process.pid} exited ({process.exitcode}); starting another",
                               file=sys.stderr, flush=True)
+                        worker_exited(process.pid)
                         time.sleep(0.5)  # a worker that cannot start must not spin
                         self._workers[index] = self._start_one()
         finally:

@@ -1,0 +1,122 @@
+"""The PostgreSQL log's connection pools (psycopg_pool) on the real server (KENTINO_TEST_PG_URL): a write proceeds
+while every read connection is busy in the server, a connection the server dropped is replaced, a log cut off
+from its server fails at once and comes back by itself, and the group commit still batches."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from kentino_expert.decisions import postgres
+from kentino_expert.decisions.connect import open_log
+from kentino_expert.errors import DecisionLogError, LogUnavailable
+from replica_harness import CuttableLink, url_via, wait_until
+
+ANSWER = {"status": "final", "recommendation": {"kind": "single-node", "summary": "Buy one node."},
+          "ruleset": {"digest": "d" * 64, "engine": "test"}}
+LOCK_KEY = 734_001  # an advisory lock the test holds to keep reads waiting in the server
+
+
+@pytest.fixture
+def pg_log(pg_target):
+    """A PostgreSQL log in a schema of its own."""
+    log = open_log(pg_target)
+    yield log
+    log.close()
+
+
+def _in_thread(work) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            outcome["error"] = exc
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_record_completes_while_every_read_runs_in_the_server(pg_log, pg_target):
+    """With each read connection inside a statement the server keeps waiting (on an advisory lock the test holds),
+    record() still commits: reads and writes use separate pools. The reads finish once the lock is released."""
+    import psycopg
+    with psycopg.connect(pg_target, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", [LOCK_KEY])
+        reads = [_in_thread(lambda: pg_log._read("SELECT pg_advisory_lock_shared(%s)", [LOCK_KEY]))
+                 for _ in range(postgres.READERS)]
+        wait_until(lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                          "AND NOT granted").fetchone()[0] == postgres.READERS, 20,
+                   "every read waiting in the server")
+        write, outcome = _in_thread(lambda: pg_log.record({"task": "inference"}, ANSWER, "http"))
+        write.join(30)
+        assert not write.is_alive() and "error" not in outcome, outcome
+        assert all(thread.is_alive() for thread, _ in reads), "a read finished while the lock was held"
+        holder.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+    for thread, result in reads:
+        thread.join(30)
+        assert not thread.is_alive() and "error" not in result, result
+    assert pg_log.get(outcome["value"])["kind"] == "single-node"
+
+
+def test_connections_the_server_dropped_are_replaced(pg_log, pg_target):
+    """After the server terminates every connection of the log, the next record and read succeed on new ones."""
+    import psycopg
+    pg_log.record({"task": "inference"}, ANSWER, "http")
+    pg_log.list()
+    with psycopg.connect(pg_target, autocommit=True) as admin:
+        killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                               "AND application_name = ''").fetchone()[0]
+    assert killed >= 2
+    decision_id = pg_log.record({"task": "inference"}, ANSWER, "http")
+    assert pg_log.get(decision_id) is not None and pg_log.writable()
+
+
+def test_a_log_cut_off_from_its_server_fails_at_once_and_comes_back(pg_target):
+    """Through a link that is then cut, writes fail (LogUnavailable after the first, which finds the connection
+    lost) within a second each and readiness says no; once the link is mended the pool reconnects by itself."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(pg_target)
+    link = CuttableLink((parts.hostname, parts.port or 5432))
+    link.mend()
+    log = open_log(url_via(pg_target, link.port))
+    try:
+        log.record({"task": "inference"}, ANSWER, "http")
+        link.cut()
+        with pytest.raises(DecisionLogError):
+            log.record({"task": "inference"}, ANSWER, "http")
+        started = time.monotonic()
+        with pytest.raises(LogUnavailable):
+            log.record({"task": "inference"}, ANSWER, "http")
+        failed_in = time.monotonic() - started
+        assert not log.writable()
+        link.mend()
+        wait_until(log.writable, 30, "the log writable again after the link is mended", interval=0.2)
+        assert log.get(log.record({"task": "inference"}, ANSWER, "http")) is not None
+    finally:
+        log.close()
+        link.cut()
+    assert failed_in < 5, f"a write to an unreachable log took {failed_in:.1f} s"  # a hang, not a timing target
+
+
+def test_concurrent_records_still_share_transactions(pg_log):
+    """Sixteen threads recording at once commit every row, in fewer transactions than rows (the group commit)."""
+    start = threading.Barrier(16)
+    ids: list[str] = []
+
+    def record_some():
+        start.wait()
+        for _ in range(10):
+            ids.append(pg_log.record({"task": "inference"}, ANSWER, "http", session_id=uuid.uuid4().hex))
+    threads = [threading.Thread(target=record_some) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    committer = pg_log._group_commit()
+    assert len(set(ids)) == 160 and len(pg_log.list(limit=200)) == 160
+    assert committer.rows == 160 and committer.batches < 160
