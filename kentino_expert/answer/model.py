@@ -1,5 +1,6 @@
-"""The answer's contract: recommendation, figures, warnings, assumptions, trace and rule-set identity; and
-what a decision adds to an answer: the questions still worth asking, and why not the other kinds."""
+"""The answer's contract: recommendation, figures, warnings, assumptions, trace, the alternative builds and
+rule-set identity; and what a decision adds to an answer: the questions still worth asking, and why not the
+other kinds."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, model_serializer
@@ -63,6 +64,28 @@ class TraceStep(BaseModel):
     because: str
 
 
+class DecidingFigure(BaseModel):
+    """The figure that decided a plan: a failing `works` condition's, else the one rules/selection.yaml shows."""
+    model_config = _FROZEN
+    name: str
+    value: float | int | bool | str | None
+    unit: str
+
+
+class Alternative(BaseModel):
+    """Another build the search sized: the best plan of another card (or the named build, or the slower plan
+    without the deadline), whether it is buildable, the figure that decided it and why, in one sentence."""
+    model_config = _FROZEN
+    gpu: str
+    gpus_per_node: int
+    kind: Kind
+    nodes: int | None
+    precision: str | None
+    works: bool
+    figure: DecidingFigure | None
+    why: str
+
+
 class RulesetId(BaseModel):
     """Which rules answered: their digest, the engine, and the directories the rules and knowledge came from."""
     model_config = _FROZEN
@@ -83,6 +106,7 @@ class Answer(BaseModel):
     trace: list[TraceStep]
     ruleset: RulesetId
     facts: dict
+    alternatives: list[Alternative] = []  # answers logged before the build search have none
 
 
 class Probe(BaseModel):

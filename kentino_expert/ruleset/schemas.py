@@ -1,9 +1,10 @@
 """JSON Schemas for editors and tools: the rule files and the input facts."""
 from __future__ import annotations
 
-from ..domain.vocabulary import KINDS, PRECISIONS
+from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..domain.workload import Workload
 from .rulefile import RECOMMEND_KEYS
+from .selection import CRITERIA, KIND_CLASSES
 
 _EXPR = {"type": "string", "description": "an expression of the rule language"}
 
@@ -31,8 +32,24 @@ def _rule_schema() -> dict:
     }
 
 
+def _selection_schema() -> dict:
+    names = {"type": "array", "items": {"type": "string"}}
+    works = {"type": "object", "additionalProperties": False, "required": ["id", "when", "figure", "says"],
+             "properties": {"id": {"type": "string"}, "heuristics": names, "when": _EXPR,
+                            "figure": {"type": "string"}, "says": {"type": "string"}}}
+    return {"type": "object", "additionalProperties": False, "required": ["order", "kinds", "cards"], "properties": {
+        "order": {"type": "array", "items": {"enum": list(CRITERIA)}},
+        "kinds": {"type": "array", "items": {"enum": list(KIND_CLASSES)}},
+        "cards": names,
+        "precisions": {"type": "object", "additionalProperties": False,
+                       "properties": {task: {"type": "array", "items": {"enum": list(PRECISIONS)}} for task in TASKS}},
+        "works": {"type": "array", "items": works},
+        "shown": names}}
+
+
 def rules_schema() -> dict:
-    """One schema for every file of rules/: a rules list, the parameters, or the facts policy."""
+    """One schema for every file of rules/: a rules list, the parameters, the facts policy, or the build
+    search's selection policy."""
     parameter = {"type": "object", "additionalProperties": False, "required": ["value"], "properties": {
         "value": {"type": "number"}, "unit": {"type": "string"}, "description": {"type": "string"},
         "heuristics": {"type": "array", "items": {"type": "string"}}}}
@@ -49,7 +66,8 @@ def rules_schema() -> dict:
         "type": "object", "additionalProperties": False,
         "properties": {"rules": {"type": "array", "items": _rule_schema()},
                        "parameters": {"type": "object", "additionalProperties": parameter},
-                       "facts": {"type": "object", "additionalProperties": fact}},
+                       "facts": {"type": "object", "additionalProperties": fact},
+                       "selection": _selection_schema()},
     }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..answer.model import (
+    Alternative,
     Answer,
     AssumptionOut,
     FigureOut,
@@ -50,6 +51,7 @@ class Decision(BaseModel):
     trace: list[TraceStep]
     ruleset: RulesetId
     facts: dict
+    alternatives: list[Alternative] = []
     _response: dict | None = PrivateAttr(default=None)  # the JSON, when the evaluation already made it
 
     @property
