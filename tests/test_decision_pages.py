@@ -93,6 +93,27 @@ def test_pages_filter_by_kind_and_since(fresh):
     assert rest.next_cursor is None
 
 
+def test_pages_filter_by_session_across_cursors(fresh):
+    """A session filter keeps only that conversation's rows, page after page; an id no decision can have is an
+    InputError on session_id."""
+    ids = [fresh.record({"task": "inference"}, ANSWER, "http", session_id="chat-a" if n % 3 else "chat-b", turn=n)
+           for n in range(12)]
+    wanted = [decision_id for n, decision_id in enumerate(ids) if n % 3]
+    seen, cursor = [], None
+    while True:
+        page = fresh.page(limit=3, session_id="chat-a", cursor=cursor)
+        seen += [row["decision_id"] for row in page.decisions]
+        assert all(row["session_id"] == "chat-a" for row in page.decisions)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(wanted) and len(seen) == len(wanted)
+    assert fresh.page(session_id="nobody").decisions == ()
+    with pytest.raises(InputError) as refused:
+        fresh.page(session_id="a\nb")
+    assert refused.value.field == "session_id"
+
+
 def test_a_listing_reads_columns_not_the_stored_answer(fresh):
     """Summaries come from the status and summary columns, and carry neither facts nor answer (the stored answer
     below says otherwise: a listing that parsed it would show it)."""

@@ -4,19 +4,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import struct
-import subprocess
-import zlib
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from headless import CHROMIUM, SKIP_REASON, chromium, distinct_pixels
 from kentino_expert.answer.explain import explain_html, explain_markdown
 from kentino_expert.decisions.connect import open_log
 
 FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
 def test_markdown_shows_answer_rules_heuristics_and_digest(expert):
@@ -87,71 +83,19 @@ def test_cli_explain_formats(expert, tmp_path):
     assert missing.exit_code == 2 and "no such file" in missing.output
 
 
-def _png_pixels(path: Path, rows: int = 64):
-    """Width, height and a set of distinct pixels from up to `rows` rows spread over an 8-bit RGB(A) PNG."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    offset, idat, header = 8, [], None
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind = data[offset + 4:offset + 8]
-        body = data[offset + 8:offset + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        offset += 12 + length
-    width, height, depth, colour = header[:4]
-    assert depth == 8 and colour in (2, 6), f"unexpected PNG format depth={depth} colour={colour}"
-    channels = 3 if colour == 2 else 4
-    raw = zlib.decompress(b"".join(idat))
-    stride = width * channels
-    previous = bytearray(stride)
-    pixels, keep = set(), set(range(0, height, max(1, height // rows)))
-    for y in range(height):
-        start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
-        for i in range(stride):
-            left = line[i - channels] if i >= channels else 0
-            up = previous[i]
-            corner = previous[i - channels] if i >= channels else 0
-            if kind == 1:
-                line[i] = (line[i] + left) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + up) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + ((left + up) >> 1)) & 0xFF
-            elif kind == 4:
-                p = left + up - corner
-                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
-        if y in keep:
-            pixels.update(bytes(line[x:x + channels]) for x in range(0, stride, channels * 4))
-        previous = line
-    return width, height, pixels
-
-
-def _chromium(args, tmp_path):
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run",
-               f"--user-data-dir={tmp_path / 'profile'}", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=90)
-
-
-@pytest.mark.skipif(CHROMIUM is None,
-                    reason="headless Chromium not installed (apt-get install chromium) - HTML not rendered")
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 def test_html_renders_in_headless_chromium(expert, tmp_path):
     """Chromium renders the page to a non-trivial, many-coloured PNG, and its DOM holds the kind and the rule ids."""
     answer = expert.recommend(FINETUNE)
     page = tmp_path / "explain.html"
     page.write_text(explain_html(expert, answer), encoding="utf-8")
     shot = tmp_path / "explain.png"
-    _chromium([f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()], tmp_path)
+    chromium([f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()], tmp_path)
     assert shot.exists() and shot.stat().st_size > 20_000, "screenshot missing or tiny"
-    width, height, pixels = _png_pixels(shot)
+    width, height, pixels = distinct_pixels(shot)
     assert (width, height) == (1200, 2000)
     assert len(pixels) > 20, f"the screenshot has only {len(pixels)} colours"
-    dom = _chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
+    dom = chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
     assert f'id="kind">{answer.recommendation.kind}<' in dom
     for step in answer.trace:
         assert f'data-rule="{step.rule}"' in dom

@@ -1,4 +1,5 @@
-"""The MCP stdio server, driven by the mcp client library in a subprocess: recommend, then explain."""
+"""The MCP server: over stdio, driven by the mcp client library in a subprocess (tools, schemas, recommend, explain),
+and in process through the SDK's in-memory client (the rules of POST /v1/recommend, views, errors)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,21 +11,19 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the mcp package (pip install mcp)")
 
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp import Client, ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from kentino_expert.decisions.connect import open_log  # noqa: E402
+from kentino_expert.domain.vocabulary import TASKS  # noqa: E402
+from kentino_expert.service.compact import MAX_COMPACT_BYTES  # noqa: E402
+from kentino_expert.service.mcp_server import build_server  # noqa: E402
+
+FINETUNE = {"task": "full-finetune", "model": "llama-3.1-70b"}
 
 
-def _is_error(result) -> bool:
-    return bool(getattr(result, "is_error", getattr(result, "isError", False)))
-
-
-def _json_of(result) -> dict:
-    structured = getattr(result, "structured_content", getattr(result, "structuredContent", None))
-    if isinstance(structured, dict) and "decision_id" in structured:
-        return structured
-    return json.loads(result.content[0].text)
+def _text(result) -> str:
+    return result.content[0].text
 
 
 async def _round_trip(db: str) -> dict:
@@ -33,75 +32,111 @@ async def _round_trip(db: str) -> dict:
     out = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        out["tools"] = sorted(tool.name for tool in (await session.list_tools()).tools)
-        answer = await session.call_tool("recommend", {"facts": {"task": "full-finetune", "model": "llama-3.1-70b"},
-                                                       "session_id": "mcp-1", "turn": 1})
-        out["answer_error"], out["answer"] = _is_error(answer), _json_of(answer)
+        out["tools"] = {tool.name: tool for tool in (await session.list_tools()).tools}
+        answer = await session.call_tool("recommend", {**FINETUNE, "session_id": "mcp-1", "turn": 1})
+        out["answer_error"], out["answer"] = answer.is_error, answer.structured_content
+        out["answer_text"] = json.loads(_text(answer))
+        short = await session.call_tool("recommend", {**FINETUNE, "view": "compact"})
+        out["compact"], out["compact_text"] = short.structured_content, _text(short)
         explained = await session.call_tool("explain", {"decision_id": out["answer"]["decision_id"]})
-        out["explain_error"], out["explain"] = _is_error(explained), explained.content[0].text
-        bad = await session.call_tool("recommend", {"facts": {"task": "inference", "modle": "x"}})
-        out["bad_error"], out["bad"] = _is_error(bad), bad.content[0].text
+        out["explain_error"], out["explain"] = explained.is_error, _text(explained)
+        bad = await session.call_tool("recommend", {"task": "inference", "modle": "x"})
+        out["bad_error"], out["bad"] = bad.is_error, _text(bad)
         unknown = await session.call_tool("explain", {"decision_id": "nope"})
-        out["unknown_error"], out["unknown"] = _is_error(unknown), unknown.content[0].text
+        out["unknown_error"], out["unknown"] = unknown.is_error, _text(unknown)
     return out
 
 
-def test_mcp_recommend_and_explain_round_trip(tmp_path):
-    """Over stdio the server lists both tools, logs recommend with source 'mcp', and explains the decision."""
-    db = str(tmp_path / "mcp.db")
-    out = asyncio.run(asyncio.wait_for(_round_trip(db), timeout=60))
-    assert out["tools"] == ["explain", "recommend"]
+@pytest.fixture(scope="module")
+def stdio_round_trip(tmp_path_factory):
+    """One stdio session against `python -m kentino_expert.service.mcp_server` and its log."""
+    db = str(tmp_path_factory.mktemp("mcp") / "mcp.db")
+    return db, asyncio.run(asyncio.wait_for(_round_trip(db), timeout=90))
+
+
+def test_stdio_lists_both_tools_with_the_facts_schema_and_annotations(stdio_round_trip):
+    """recommend takes the facts themselves (task required, its enum, each fact's description and question) plus
+    session_id, turn and view; explain is annotated read-only, recommend not (it logs a decision)."""
+    tools = stdio_round_trip[1]["tools"]
+    assert sorted(tools) == ["explain", "recommend"]
+    schema = tools["recommend"].input_schema
+    assert schema["type"] == "object" and schema["required"] == ["task"] and schema["additionalProperties"] is False
+    assert schema["properties"]["task"]["enum"] == list(TASKS)
+    assert {"session_id", "turn", "view", "model", "concurrency"} <= set(schema["properties"])
+    assert schema["properties"]["view"]["enum"] == ["full", "compact"]
+    assert schema["properties"]["concurrency"]["x-ask"] and schema["properties"]["concurrency"]["description"]
+    assert "$defs" not in schema
+    recommend, explain = tools["recommend"].annotations, tools["explain"].annotations
+    assert explain.read_only_hint is True and explain.open_world_hint is False
+    assert recommend.read_only_hint is False and recommend.idempotent_hint is False
+    assert recommend.destructive_hint is False and recommend.open_world_hint is False
+
+
+def test_stdio_recommend_is_logged_and_explained(stdio_round_trip):
+    """recommend answers as POST /v1/recommend (structured and as JSON text), is logged with source 'mcp', and
+    explain by its id gives the Markdown report."""
+    db, out = stdio_round_trip
     answer = out["answer"]
-    assert not out["answer_error"] and answer["recommendation"]["kind"] and answer["status"] in ("final", "provisional")
-    assert "questions" in answer and "why_not" in answer
+    assert not out["answer_error"] and out["answer_text"] == answer
+    assert answer["recommendation"]["kind"] and answer["status"] in ("final", "provisional")
+    assert "questions" in answer and "why_not" in answer and answer["trace"]
     assert not out["explain_error"]
     assert out["explain"].startswith(f"# Recommendation: {answer['recommendation']['kind']}")
     assert answer["decision_id"] in out["explain"]
-    assert out["bad_error"] and "modle" in out["bad"] and "model" in out["bad"]
-    assert out["unknown_error"] and "no decision" in out["unknown"]
     with open_log(db) as log:
         stored = log.get(answer["decision_id"])
     assert stored["source"] == "mcp" and stored["session_id"] == "mcp-1" and stored["turn"] == 1
     assert stored["digest"] == answer["ruleset"]["digest"]
+    assert stored["facts"] == FINETUNE  # session_id, turn and view are not facts
+
+
+def test_stdio_compact_view(stdio_round_trip):
+    """view='compact' gives the compact view of the same decision, within 2 KB, also logged."""
+    db, out = stdio_round_trip
+    short = out["compact"]
+    assert short["view"] == "compact" and len(out["compact_text"].encode()) <= MAX_COMPACT_BYTES
+    assert short["recommendation"]["kind"] == out["answer"]["recommendation"]["kind"]
+    assert "trace" not in short and "figures" not in short
+    with open_log(db) as log:
+        assert log.get(short["decision_id"])["source"] == "mcp"
+
+
+def test_stdio_errors_name_the_field(stdio_round_trip):
+    """A misspelt fact and an unknown decision are tool errors naming the field."""
+    out = stdio_round_trip[1]
+    assert out["bad_error"] and out["bad"].startswith("modle: ") and "model" in out["bad"]
+    assert out["unknown_error"] and out["unknown"].startswith("decision_id: no decision")
 
 
 def _call(server, name: str, arguments: dict):
-    """(is_error, text) of one in-process tool call, whichever way the mcp version reports a tool error."""
-    from kentino_expert.service.mcp_server import server_classes
-    tool_error = server_classes()[1]
-    try:
-        result = asyncio.run(server.call_tool(name, arguments))
-    except tool_error as exc:
-        return True, str(exc)
-    if isinstance(result, tuple):  # mcp 1.x: (content, structured)
-        result = result[0]
-    if isinstance(result, list):
-        return False, result[0].text
-    return _is_error(result), result.content[0].text
+    """(is_error, text) of one tool call through the SDK's in-process client."""
+    async def call():
+        async with Client(server) as client:
+            result = await client.call_tool(name, arguments)
+            return result.is_error, _text(result)
+    return asyncio.run(asyncio.wait_for(call(), timeout=60))
 
 
 @pytest.mark.parametrize("meta, field", [
     ({"session_id": ""}, "session_id"), ({"session_id": "x" * 500}, "session_id"),
     ({"session_id": "\ud800"}, "session_id"), ({"session_id": "a\nb"}, "session_id"),
-    ({"turn": -5}, "turn"), ({"turn": 2**70}, "turn"), ({"turn": 2**63}, "turn"),
+    ({"turn": -5}, "turn"), ({"turn": 2**70}, "turn"), ({"turn": 2**63}, "turn"), ({"view": "tiny"}, "view"),
 ])
-def test_mcp_recommend_applies_the_http_rules_to_session_and_turn(tmp_path, expert, meta, field):
-    """The session id and turn rules of POST /v1/recommend hold over MCP: a tool error naming the field,
+def test_mcp_recommend_applies_the_http_rules_to_session_turn_and_view(tmp_path, expert, meta, field):
+    """The session id, turn and view rules of POST /v1/recommend hold over MCP: a tool error naming the field,
     nothing logged, and the log still takes the next decision."""
-    from kentino_expert.service.mcp_server import build_server
     with open_log(tmp_path / "mcp.db") as log:
         server = build_server(expert, log)
-        is_error, text = _call(server, "recommend", {"facts": {"task": "inference"}, **meta})
-        assert is_error and f"{field}: " in text, text
+        is_error, text = _call(server, "recommend", {"task": "inference", **meta})
+        assert is_error and text.startswith(f"{field}: "), text
         assert log.list() == [] and log.writable()
-        ok, _ = _call(server, "recommend", {"facts": {"task": "inference"}, "session_id": "s", "turn": 2**63 - 1})
-        assert not ok and [row["turn"] for row in log.list()] == [2**63 - 1]
+        is_error, _ = _call(server, "recommend", {"task": "inference", "session_id": "s", "turn": 2**63 - 1})
+        assert not is_error and [row["turn"] for row in log.list()] == [2**63 - 1]
 
 
 def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, expert):
     """Arithmetic that fails on extreme facts is a clean tool error worded as over HTTP, not a crash."""
     from kentino_expert.answer.cache import AnswerCache
-    from kentino_expert.service.mcp_server import build_server
 
     class Exploding:
         answer_cache = AnswerCache()  # its own: the shared expert's cache may hold these facts' evaluation
@@ -113,7 +148,57 @@ def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, e
             raise OverflowError("cannot convert float infinity to integer")
 
     with open_log(tmp_path / "mcp.db") as log:
-        is_error, text = _call(build_server(Exploding(), log), "recommend", {"facts": {"task": "inference"}})
+        is_error, text = _call(build_server(Exploding(), log), "recommend", {"task": "inference"})
         assert log.list() == []
-    assert is_error and text.endswith("facts: these facts cannot be evaluated: OverflowError: cannot convert float "
-                                      "infinity to integer"), text
+    assert is_error and text == "facts: these facts cannot be evaluated: OverflowError: cannot convert float " \
+                                "infinity to integer", text
+
+
+@pytest.mark.parametrize("arguments, start", [
+    ({}, "give a decision_id or facts"), ({"decision_id": 7}, "decision_id: must be a string"),
+    ({"facts": ["task"]}, "facts: must be a JSON object"), ({"decision": "x"}, "decision: unknown argument"),
+])
+def test_explain_refuses_what_it_cannot_explain(tmp_path, expert, arguments, start):
+    """explain without an id or facts, with an id that is not text, facts that are not an object, or an argument
+    it does not take, is a tool error saying which."""
+    with open_log(tmp_path / "mcp.db") as log:
+        is_error, text = _call(build_server(expert, log), "explain", arguments)
+    assert is_error and text.startswith(start), text
+
+
+def test_explain_of_facts_logs_nothing(tmp_path, expert):
+    """explain with facts gives the report without writing a decision."""
+    with open_log(tmp_path / "mcp.db") as log:
+        is_error, text = _call(build_server(expert, log), "explain", {"facts": FINETUNE})
+        assert log.list() == []
+    assert not is_error and text.startswith("# Recommendation: ")
+
+
+def test_an_unknown_tool_is_an_error(tmp_path, expert):
+    """A tool the server does not have is named in the error."""
+    with open_log(tmp_path / "mcp.db") as log:
+        is_error, text = _call(build_server(expert, log), "delete_everything", {})
+    assert is_error and "delete_everything" in text and "recommend and explain" in text
+
+
+def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path, monkeypatch):
+    """/mcp answers 503 in an app whose lifespan did not run, and is absent (404) without the mcp package; the
+    `mcp` command then exits 2 naming the package."""
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from kentino_expert.cli import service as cli_service
+    from kentino_expert.service import mcp_http
+    from kentino_expert.service.app import create_app
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    with open_log(tmp_path / "mcp.db") as log:
+        not_started = TestClient(create_app(log=log), base_url="http://localhost").post("/mcp", json=initialize)
+        assert not_started.status_code == 503 and "lifespan" in not_started.json()["detail"][0]["message"]
+        monkeypatch.setattr(mcp_http, "mcp_installed", lambda: False)
+        with TestClient(create_app(log=log), base_url="http://localhost") as client:
+            assert client.post("/mcp", json=initialize).status_code == 404
+            assert client.post("/v1/recommend", json=FINETUNE).status_code == 200
+    monkeypatch.setattr(cli_service, "mcp_installed", lambda: False)
+    result = CliRunner().invoke(cli_service.standalone, ["mcp", "--db", str(tmp_path / "cli.db")])
+    assert result.exit_code == 2 and "needs the mcp package" in result.output

@@ -1,9 +1,12 @@
 """The answer's contract: recommendation, figures, warnings, assumptions, trace, the alternative builds and
 rule-set identity; and what a decision adds to an answer: the questions still worth asking, and why not the
-other kinds."""
+other kinds.
+
+Every field carries its description: the service's OpenAPI document and MCP clients show them.
+"""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from ..domain.vocabulary import Kind, Status
 
@@ -11,129 +14,140 @@ _FROZEN = ConfigDict(frozen=True)
 
 
 class Parallelism(BaseModel):
+    """How the model is split across the GPUs (null where the plan does not set it)."""
     model_config = _FROZEN
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
+    tp: int | None = Field(None, description="Tensor-parallel degree: GPUs one layer is split across.")
+    pp: int | None = Field(None, description="Pipeline-parallel degree: stages the layers are split into.")
+    dp: int | None = Field(None, description="Data-parallel degree: copies of the model.")
 
 
 class Recommendation(BaseModel):
+    """What to buy: the kind of build and its shape (fields the winning rule did not set are null)."""
     model_config = _FROZEN
-    kind: Kind
-    nodes: int | None
-    gpus_per_node: int | None
-    gpu: str | None
-    precision: str | None
-    replicas: int | None
-    parallelism: Parallelism
-    interconnect: str | None
-    summary: str
+    kind: Kind = Field(description="The kind of build recommended.")
+    nodes: int | None = Field(description="Servers (nodes) to buy.")
+    gpus_per_node: int | None = Field(description="GPUs in each node.")
+    gpu: str | None = Field(description="The card, by its catalog id.")
+    precision: str | None = Field(description="Weight precision the plan runs at (bf16, fp8, int4).")
+    replicas: int | None = Field(description="Independent copies of the deployment (data-parallel replicas).")
+    parallelism: Parallelism = Field(description="How the model is split across the GPUs.")
+    interconnect: str | None = Field(description="Network between the nodes, by its catalog id (null: none).")
+    summary: str = Field(description="One sentence for the kind, then the winning rule's `because`.")
 
 
 class FigureOut(BaseModel):
+    """One computed figure the rules saw."""
     model_config = _FROZEN
-    value: float | int | bool | str
-    unit: str
-    description: str
+    value: float | int | bool | str = Field(description="The figure's value.")
+    unit: str = Field(description="Its unit (GB, tokens/s, per GPU, ...).")
+    description: str = Field(description="What the figure is.")
 
 
 class WarningOut(BaseModel):
+    """Advice a rule gave beside the recommendation."""
     model_config = _FROZEN
-    code: str
-    message: str
-    heuristics: list[str]
-    rule: str
+    code: str = Field(description="Stable code of the warning (e.g. efficiency-below-floor).")
+    message: str = Field(description="The warning in words, with the figures that raised it.")
+    heuristics: list[str] = Field(description="Ids of the source document's heuristics behind it.")
+    rule: str = Field(description="Id of the rule that gave it.")
 
 
 class AssumptionOut(BaseModel):
+    """A fact the person did not give, and the default assumed for it."""
     model_config = _FROZEN
-    fact: str
-    value: object
-    why: str
+    fact: str = Field(description="The fact's name.")
+    value: object = Field(description="The value assumed.")
+    why: str = Field(description="Why this default.")
 
 
 class TraceStep(BaseModel):
+    """One rule that fired, in firing order: the why-trace."""
     model_config = _FROZEN
-    step: int
-    rule: str
-    heuristics: list[str]
-    file: str
-    line: int
-    matched: dict
-    concluded: dict
-    because: str
+    step: int = Field(description="Position in firing order, from 1.")
+    rule: str = Field(description="Id of the rule.")
+    heuristics: list[str] = Field(description="Ids of the source document's heuristics it encodes.")
+    file: str = Field(description="Rule file it is written in.")
+    line: int = Field(description="Line the rule starts on.")
+    matched: dict = Field(description="Values of the names in its `when` that had one.")
+    concluded: dict = Field(description="What the firing wrote: conclusions, `recommended_*` fields, warnings.")
+    because: str = Field(description="The rule's reason, with the values filled in.")
 
 
 class DecidingFigure(BaseModel):
     """The figure that decided a plan: a failing `works` condition's, else the one rules/selection.yaml shows."""
     model_config = _FROZEN
-    name: str
-    value: float | int | bool | str | None
-    unit: str
+    name: str = Field(description="Name of the figure (as in `figures`).")
+    value: float | int | bool | str | None = Field(description="Its value for this plan.")
+    unit: str = Field(description="Its unit.")
 
 
 class Alternative(BaseModel):
     """Another build the search sized: the best plan of another card (or the named build, or the slower plan
     without the deadline), whether it is buildable, the figure that decided it and why, in one sentence."""
     model_config = _FROZEN
-    gpu: str
-    gpus_per_node: int
-    kind: Kind
-    nodes: int | None
-    precision: str | None
-    works: bool
-    figure: DecidingFigure | None
-    why: str
+    gpu: str = Field(description="Catalog id of the card.")
+    gpus_per_node: int = Field(description="GPUs in each node of the build.")
+    kind: Kind = Field(description="The kind of plan the rules concluded for this build.")
+    nodes: int | None = Field(description="Nodes in all (null when the rules left it open).")
+    precision: str | None = Field(description="Weight precision of the plan.")
+    works: bool = Field(description="True when it is a plan Kentino builds (rules/selection.yaml `works`).")
+    figure: DecidingFigure | None = Field(description="The figure that decided it.")
+    why: str = Field(description="Why, in one sentence.")
 
 
 class RulesetId(BaseModel):
     """Which rules answered: their digest, the engine, and the directories the rules and knowledge came from."""
     model_config = _FROZEN
-    digest: str
-    engine: str
-    directory: str  # the rules directory, absolute
-    knowledge_directory: str = ""  # absolute; answers logged before it was recorded have none
-    files: dict
+    digest: str = Field(description="sha256 over the engine version and every rule and knowledge file.")
+    engine: str = Field(description="Engine and version that evaluated the rules.")
+    directory: str = Field(description="The rules directory, absolute.")
+    knowledge_directory: str = Field("", description="The knowledge directory, absolute (empty in answers logged "
+                                                      "before it was recorded).")
+    files: dict = Field(description="Each rule file's sha256, by file name.")
 
 
 class Answer(BaseModel):
+    """What the rules concluded for the facts, and why."""
     model_config = _FROZEN
-    status: Status
-    recommendation: Recommendation
-    figures: dict[str, FigureOut]
-    warnings: list[WarningOut]
-    assumptions: list[AssumptionOut]
-    trace: list[TraceStep]
-    ruleset: RulesetId
-    facts: dict
-    alternatives: list[Alternative] = []  # answers logged before the build search have none
+    status: Status = Field(description="final, or provisional while a fact worth asking for is unknown.")
+    recommendation: Recommendation = Field(description="What to buy.")
+    figures: dict[str, FigureOut] = Field(description="Every figure the facts allow, by name.")
+    warnings: list[WarningOut] = Field(description="Advice given beside the recommendation, in firing order.")
+    assumptions: list[AssumptionOut] = Field(description="Defaults assumed for facts not given.")
+    trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
+    ruleset: RulesetId = Field(description="The rule set that answered.")
+    facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    alternatives: list[Alternative] = Field(
+        default=[], description="The best build of every other card the search sized (and the one-node plan "
+                                "where a deadline forced more): builds, where `why_not` is kinds. Answers "
+                                "logged before the build search have none.")
 
 
 class Probe(BaseModel):
     """One what-if of a question: the fact given this value, the rules reach this kind."""
     model_config = _FROZEN
-    value: bool | int | float | str
-    kind: Kind
+    value: bool | int | float | str = Field(description="A value the fact was tried with.")
+    kind: Kind = Field(description="The kind the rules then recommend.")
 
 
 class Question(BaseModel):
     """A fact still worth asking for: the question, and the kinds its answer could lead to."""
     model_config = _FROZEN
-    fact: str
-    ask: str
-    could_lead_to: list[Kind]
-    current_kind: Kind | None
-    alternatives: list[Kind]  # could_lead_to without the current kind
-    probes: list[Probe]
+    fact: str = Field(description="The fact to ask for (a property of the facts schema).")
+    ask: str = Field(description="The question to put to the person.")
+    could_lead_to: list[Kind] = Field(description="Every kind some answer to it leads to.")
+    current_kind: Kind | None = Field(description="The kind recommended now.")
+    alternatives: list[Kind] = Field(description="could_lead_to without the current kind.")
+    probes: list[Probe] = Field(description="The values tried and the kind each leads to.")
 
 
 class FailingCondition(BaseModel):
     """A `when` condition that does not hold, with the values it saw and the thresholds it compares them with."""
     model_config = _FROZEN
-    condition: str
-    values: dict
-    thresholds: dict
-    text: str
+    condition: str = Field(description="The condition as written in the rule.")
+    values: dict = Field(description="The values of the facts and figures it names (null: unknown).")
+    thresholds: dict = Field(description="The rule parameters it compares them with.")
+    text: str = Field(description="The condition and its values in words.")
 
 
 class WhyNot(BaseModel):
@@ -143,15 +157,15 @@ class WhyNot(BaseModel):
     given (and serialised).
     """
     model_config = _FROZEN
-    kind: Kind
-    rule: str | None
-    priority: int | float | None = None
-    file: str | None = None
-    line: int | None = None
-    heuristics: list[str] | None = None
-    failing: list[FailingCondition]
-    preempted_by: str | None
-    text: str
+    kind: Kind = Field(description="The kind not chosen.")
+    rule: str | None = Field(description="The nearest rule that recommends it (null: no rule does).")
+    priority: int | float | None = Field(None, description="That rule's priority.")
+    file: str | None = Field(None, description="Rule file it is written in.")
+    line: int | None = Field(None, description="Line the rule starts on.")
+    heuristics: list[str] | None = Field(None, description="Ids of the heuristics it encodes.")
+    failing: list[FailingCondition] = Field(description="Its conditions that do not hold.")
+    preempted_by: str | None = Field(description="The rule that recommended another kind first (null: none).")
+    text: str = Field(description="The reason in one sentence.")
 
     @model_serializer(mode="wrap")
     def _without_rule_fields(self, handler):

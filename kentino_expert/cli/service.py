@@ -14,7 +14,7 @@ import click
 
 from ..decisions.connect import is_url, log_target
 from ..service.mcp_server import main as mcp_main
-from ..service.mcp_server import server_classes
+from ..service.mcp_server import mcp_installed
 from .common import (
     KentinoGroup,
     UserError,
@@ -179,10 +179,8 @@ def _serve_workers(expert, host: str, port: int, workers: int, log_level: str, l
 @db_option
 def mcp(rules_dir, knowledge_dir, db):
     """Run the MCP server (tools `recommend` and `explain`) on stdin/stdout."""
-    try:
-        server_classes()
-    except ImportError:
-        raise UserError("the MCP server needs the mcp package: pip install mcp") from None
+    if not mcp_installed():
+        raise UserError("the MCP server needs the mcp package (2.x): pip install 'mcp>=2.3,<3'")
     expert = make_expert(rules_dir, knowledge_dir)
     open_decision_log(db).close()
     announce(expert)  # stdout carries the protocol

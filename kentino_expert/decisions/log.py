@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .. import fastjson
 from ..errors import DecisionLogError, InputError, KentinoError
 from .groupcommit import GroupCommit
-from .meta import check_meta, check_no_nul, decode_cursor, encode_cursor, normalise_time, utc_now
+from .meta import check_meta, check_no_nul, check_session_id, decode_cursor, encode_cursor, normalise_time, utc_now
 from .schema import LIST_COLUMNS, ROW_COLUMNS
 
 _COMMITTER_LOCK = threading.Lock()  # two first records at once must not make two group committers
@@ -122,9 +122,10 @@ class DecisionLog:
         return self._decoded(ROW_COLUMNS, rows[0]) if rows else None
 
     def page(self, since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None,
-             with_facts: bool = False) -> DecisionPage:
+             with_facts: bool = False, session_id: str | None = None) -> DecisionPage:
         """Up to `limit` (1..MAX_PAGE) summaries newest first, from the columns (never the stored answer),
-        optionally since an ISO-8601 time, of one kind, after a cursor, with the facts."""
+        optionally since an ISO-8601 time, of one kind, of one conversation, after a cursor, with the facts.
+        (No index serves `session_id`: it filters the newest-first scan, which `since` bounds.)"""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InputError(f"must be between 1 and {MAX_PAGE}", field="limit")
         t, p = self._T, self._P
@@ -135,6 +136,9 @@ class DecisionLog:
         if kind:
             clauses.append(f"kind = {p}")
             args.append(str(kind))
+        if session_id is not None:
+            clauses.append(f"session_id = {p}")
+            args.append(check_session_id(session_id))
         if cursor is not None:  # strictly after the last row shown: (created_at, decision_id) below the cursor's
             at, last_id = decode_cursor(cursor)
             clauses.append(f"created_at <= {t} AND (created_at < {t} OR decision_id < {p})")

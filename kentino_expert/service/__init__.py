@@ -1,1 +1,2 @@
-"""Serving decisions: the decide use case, the HTTP app, its guards and limits, workers, and the MCP server."""
+"""Serving decisions: the decide use case, the HTTP app, its guards and limits, workers, the MCP server (stdio and
+HTTP), the compact view and the decision browser."""

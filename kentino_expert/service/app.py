@@ -14,6 +14,7 @@ service_guard, which also checks the Host, the bearer tokens and the JSON conten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -21,37 +22,23 @@ import signal
 import threading
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..answer.explain import explain_html, explain_markdown
 from ..decisions.connect import open_log
-from ..decisions.log import MAX_HTTP_PAGE
-from ..decisions.meta import normalise_time
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
 from ..expert import Expert
 from ..sandbox import vet
 from ..version import __version__
-from .guard import Access, Guard, document_access
+from .api_routes import add_answer_routes, add_decision_routes, detail
+from .guard import Access, Guard, authorise, document_access
 from .holder import ExpertHolder
-from .http_io import (
-    BadRequest,
-    HeadAsGet,
-    allow_with_head,
-    check_encoding,
-    decide_off_loop,
-    facts_schema_for,
-    read_limited,
-    request_schema,
-    tool_definition,
-)
-
-
-def _detail(field, message, status=422, **extra) -> JSONResponse:
-    return JSONResponse({"detail": [{"field": field, "message": message}], **extra}, status_code=status)
+from .http_io import BadRequest, HeadAsGet, allow_with_head
+from .mcp_http import mount_mcp
+from .ui import add_ui_routes
 
 
 def _diagnostics(exc: KentinoError) -> list[dict]:
@@ -61,14 +48,6 @@ def _diagnostics(exc: KentinoError) -> list[dict]:
     return [{"file": getattr(where, "file", None), "line": getattr(where, "line", 0),
              "column": getattr(where, "column", 0), "code": type(exc).__name__, "severity": "error",
              "message": exc.message, "rule": None, "suggestion": exc.suggestion}]
-
-
-ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
-ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
-READY_SCHEMA = {"type": "object", "required": ["ready", "rules_loaded", "log_writable"],
-                "properties": {"ready": {"type": "boolean"}, "rules_loaded": {"type": "boolean"},
-                               "log_writable": {"type": "boolean"}}}
-ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
 
 
 # -- the app ----------------------------------------------------------------------------------------
@@ -95,20 +74,37 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     holder = ExpertHolder(factory, reload_file)
     decision_log = log if log is not None else open_log(db)
 
-    app = FastAPI(title="Kentino Expert", version=__version__,
-                  description="What GPU server to buy for an AI workload, and why. Every decision is logged.",
-                  lifespan=_lifespan(holder))
+    mcp = mount_mcp(holder.current, decision_log, may_read=lambda headers: _log_read_refused(headers, access))
+    app = FastAPI(title="Kentino Expert", version=__version__, description=API_DESCRIPTION,
+                  lifespan=_lifespan(holder, mcp))
     app.state.holder = holder
     app.state.log = decision_log
     app.state.access = access
     app.add_middleware(HeadAsGet)
     app.add_middleware(Guard, access=access, routes=app.router.routes)  # outermost: before HEAD becomes GET
     _install_error_handlers(app)
-    _add_answer_routes(app, holder, decision_log)
-    _add_decision_routes(app, holder, decision_log)
+    add_answer_routes(app, holder, decision_log)
+    add_decision_routes(app, holder, decision_log)
     _add_operations_routes(app, holder, decision_log)
+    add_ui_routes(app, holder, decision_log)
+    if mcp is not None:  # MCP over streamable HTTP, when the mcp package is installed
+        app.add_route("/mcp", mcp, include_in_schema=False)
     _document_access(app, access)
     return app
+
+
+API_DESCRIPTION = (
+    "What GPU server to buy for an AI workload, and why. POST the workload facts to `/v1/recommend` (the "
+    "`recommend` operation; `GET /v1/schema/facts` describes them); every decision is logged before it is "
+    "answered, and the log is read with the read token. The same tools are served over MCP (streamable HTTP) "
+    "at `/mcp`. Errors are `{detail: [{field, message}]}` naming the field.")
+
+
+def _log_read_refused(headers, access) -> str | None:
+    """Why a caller with these HTTP headers may not read the decision log (None: it may); for the MCP tool explain."""
+    header = headers.get("authorization")
+    denied = authorise("read", header.encode("latin-1", "replace") if header is not None else None, access)
+    return denied[1] if denied else None
 
 
 def _document_access(app, access) -> None:
@@ -122,8 +118,8 @@ def _document_access(app, access) -> None:
     app.openapi = openapi
 
 
-def _lifespan(holder):
-    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only)."""
+def _lifespan(holder, mcp=None):
+    """The app's lifespan: SIGHUP reloads the rules (in the main thread's event loop only); the MCP endpoint runs."""
     def reload_logged(origin: str):
         try:
             result = holder.reload()
@@ -143,7 +139,8 @@ def _lifespan(holder):
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         try:
-            yield
+            async with mcp.running() if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGHUP)
@@ -155,7 +152,7 @@ def _install_error_handlers(app) -> None:
     """Errors as {detail: [{field, message}]}: a client never sees a 500 for what it sent."""
     @app.exception_handler(BadRequest)
     async def _bad_request(request, exc: BadRequest):
-        return _detail(exc.field, exc.message, exc.status)
+        return detail(exc.field, exc.message, exc.status)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request, exc: RequestValidationError):
@@ -165,7 +162,7 @@ def _install_error_handlers(app) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request, exc: StarletteHTTPException):
-        response = _detail(None, str(exc.detail), exc.status_code)
+        response = detail(None, str(exc.detail), exc.status_code)
         response.headers.update(exc.headers or {})  # e.g. the `Allow` of a 405 (RFC 9110)
         if "allow" in response.headers:
             response.headers["allow"] = allow_with_head(response.headers["allow"])
@@ -173,106 +170,29 @@ def _install_error_handlers(app) -> None:
 
     @app.exception_handler(InputError)
     async def _input(request, exc: InputError):
-        return _detail(exc.field or exc.name or "facts", exc.suggested())
+        return detail(exc.field or exc.name or "facts", exc.suggested())
 
     @app.exception_handler(DecisionLogError)
     async def _log_error(request, exc: DecisionLogError):
-        return _detail(None, f"the decision could not be recorded, so it is not given: {exc.message}", 503)
+        return detail(None, f"the decision could not be recorded, so it is not given: {exc.message}", 503)
 
     @app.exception_handler(KentinoError)
     async def _kentino(request, exc: KentinoError):
-        return _detail("facts", f"these facts cannot be evaluated: {exc.message}")
+        return detail("facts", f"these facts cannot be evaluated: {exc.message}")
 
     @app.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):  # a bug, never the client's doing: logged in full
         logging.getLogger("uvicorn.error").exception("internal error on %s %s", request.method, request.url.path)
-        return _detail(None, "internal error (logged on the server)", 500)
-
-
-def _add_answer_routes(app, holder, decision_log) -> None:
-    """POST /v1/recommend, the facts schema and the rule listing."""
-
-    @app.post("/v1/recommend", summary="Recommend a build for workload facts (the decision is logged first)",
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": request_schema(holder.expert.ruleset, holder.expert.knowledge)}}}},
-              responses={200: {"description": "{decision_id, status, questions, why_not, ...the Answer}"},
-                         413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
-                         415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
-                                              "has a Content-Encoding (gzip, ...)"},
-                         422: ERROR_422, 503: ERROR_503})
-    async def recommend(request: Request):
-        check_encoding(request)
-        raw = await read_limited(request)
-        # all the CPU work and the commit in one worker thread: the event loop stays free for other
-        # requests however long a decision takes (concurrent commits still group)
-        body = await decide_off_loop(holder, decision_log, raw, request.query_params)
-        return Response(body, media_type="application/json")
-
-    @app.get("/v1/schema/facts", summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
-             responses={422: ERROR_422})
-    def schema_facts(format: str = "json-schema"):
-        expert = holder.current()
-        if format == "tool":
-            return tool_definition(expert.ruleset, expert.knowledge)
-        if format not in ("json-schema", "schema", "json"):
-            raise BadRequest("format", "must be 'json-schema' or 'tool'")
-        return facts_schema_for(expert.ruleset, expert.knowledge)
-
-    @app.get("/v1/rules", summary="The rules in the order they are tried")
-    def rules():
-        ruleset = holder.current().ruleset
-        return {"digest": ruleset.digest, "rules": [
-            {"id": r.id, "heuristics": list(r.heuristics), "description": r.description, "file": r.location.file,
-             "line": r.location.line, "priority": r.priority} for r in ruleset.rules]}
-
-
-def _add_decision_routes(app, holder, decision_log) -> None:
-    """The logged decisions: list, one, explained."""
-    @app.get("/v1/decisions", summary="Logged decisions, newest first",
-             responses={200: {"description": "{decisions: [summary, ...], next_cursor: str | null}"},
-                        422: ERROR_422, 503: ERROR_503})
-    def decisions(since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None):
-        if not 1 <= limit <= MAX_HTTP_PAGE:
-            raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
-        if since:
-            try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
-                normalise_time(since)
-            except DecisionLogError as exc:
-                raise BadRequest("since", exc.message) from None
-        # a cursor the log did not give is an InputError: the client's 422 on `cursor`
-        page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor)
-        return {"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor}
-
-    @app.get("/v1/decisions/{decision_id}", summary="One logged decision", responses={404: ERROR_404, 503: ERROR_503})
-    def decision(decision_id: str):
-        row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
-        if row is None:
-            return _detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
-        return row
-
-    @app.get("/v1/decisions/{decision_id}/explain", summary="A logged decision explained (markdown or html)",
-             responses={404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
-    def decision_explain(decision_id: str, format: str = "markdown"):
-        if format not in ("markdown", "html"):
-            raise BadRequest("format", "must be 'markdown' or 'html'")
-        row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
-        if row is None:
-            return _detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
-        expert = holder.current()
-        if format == "html":
-            return HTMLResponse(explain_html(expert, row))
-        return PlainTextResponse(explain_markdown(expert, row), media_type="text/markdown; charset=utf-8")
+        return detail(None, "internal error (logged on the server)", 500)
 
 
 def _add_operations_routes(app, holder, decision_log) -> None:
-    """Liveness, readiness and the admin reload."""
-    @app.get("/healthz", summary="Liveness")
+    """Liveness, readiness and the admin reload: for operators, out of the OpenAPI document (not tools)."""
+    @app.get("/healthz", include_in_schema=False)
     def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: rule set loaded and decision log writable",
-             responses={503: {"description": "not ready: {ready: false, rules_loaded, log_writable, ...}",
-                              "content": {"application/json": {"schema": READY_SCHEMA}}}})
+    @app.get("/readyz", include_in_schema=False)
     def readyz():
         serving = holder.snapshot()
         expert = serving.expert
@@ -283,9 +203,7 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                 "worker_pid": os.getpid(), "last_reload_error": serving.last_error}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
-    @app.post("/v1/admin/reload", summary="Reload the rules; a broken rule set is refused (409)",
-              responses={409: {"description": "{detail, diagnostics, error, serving_digest}: refused, old rules "
-                                              "serve"}})
+    @app.post("/v1/admin/reload", include_in_schema=False)
     async def admin_reload():  # the admin token is checked by service_guard.Guard
         try:
             result = await run_in_threadpool(holder.reload)
@@ -299,13 +217,6 @@ def _add_operations_routes(app, holder, decision_log) -> None:
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s",
                                                 result["digest"][:16])
         return result
-
-
-def _summary(row: dict) -> dict:
-    """A listed decision: its columns only (the stored answer is not read to list it)."""
-    return {k: row[k] for k in ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest",
-                                "status", "summary")}
-
 
 def tune_gc_for_serving(gen0: int = 20_000) -> None:
     """Fewer, cheaper collections in a serving process (measured: p99 at 16 clients 48 -> 35 ms).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..answer.model import (
     Alternative,
@@ -40,18 +40,22 @@ class Decision(BaseModel):
     still worth asking (ranked) and why not the other kinds. Its JSON is what every edge sends."""
 
     model_config = ConfigDict(frozen=True)
-    decision_id: str | None
-    status: Status
-    questions: list[Question]
-    why_not: list[WhyNot]
-    recommendation: Recommendation
-    figures: dict[str, FigureOut]
-    warnings: list[WarningOut]
-    assumptions: list[AssumptionOut]
-    trace: list[TraceStep]
-    ruleset: RulesetId
-    facts: dict
-    alternatives: list[Alternative] = []
+    decision_id: str | None = Field(description="Id of the decision in the log (null when not logged): give it to "
+                                                "`explain`, or to GET /v1/decisions/{decision_id}.")
+    status: Status = Field(description="final, or provisional while a fact worth asking for is unknown.")
+    questions: list[Question] = Field(description="Facts still worth asking for, most decisive first: ask the "
+                                                  "person the first while the status is provisional.")
+    why_not: list[WhyNot] = Field(description="Why each other kind was not chosen.")
+    recommendation: Recommendation = Field(description="What to buy.")
+    figures: dict[str, FigureOut] = Field(description="Every figure the facts allow, by name.")
+    warnings: list[WarningOut] = Field(description="Advice given beside the recommendation, in firing order.")
+    assumptions: list[AssumptionOut] = Field(description="Defaults assumed for facts not given.")
+    trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
+    ruleset: RulesetId = Field(description="The rule set that answered.")
+    facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    alternatives: list[Alternative] = Field(
+        default=[], description="The best build of every other card the search sized (and the one-node plan "
+                                "where a deadline forced more): builds, where `why_not` is kinds.")
     _response: dict | None = PrivateAttr(default=None)  # the JSON, when the evaluation already made it
 
     @property

@@ -3,9 +3,13 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 
 - Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
   page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
-- Scopes: routes under /v1/decisions need `read`, routes under /v1/admin need `admin`; the admin
-  token also reads. With no token configured the log is open (loopback use); with any token
-  configured every log read needs one. With no admin token, HTTP reload is off (403).
+- Scopes: routes under /v1/decisions and the decision browser (/ui) need `read`, routes under /v1/admin
+  need `admin`; the admin token also reads. With no token configured the log is open (loopback use);
+  with any token configured every log read needs one. With no admin token, HTTP reload is off (403).
+  A browser cannot send a bearer token: under /ui the token may also come as the password of HTTP
+  Basic, and a refusal there is a page with a Basic challenge (the browser asks for it).
+- MCP over HTTP (/mcp): a request with an Origin header must come from an allowed host (the MCP
+  transport's own defence against DNS rebinding, beside the Host check).
 - POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
   CORS preflight, which this service never grants.
 - Log reads run at most `log_readers` at a time; the others wait on the event loop, so readers
@@ -14,17 +18,21 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hmac
 import ipaddress
 import json
 import os
 import weakref
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from starlette.routing import Match
 
 READ, ADMIN = "read", "admin"
-SCOPE_PREFIXES = (("/v1/decisions", READ), ("/v1/admin", ADMIN))
+UI_PREFIX, MCP_PATH = "/ui", "/mcp"
+SCOPE_PREFIXES = (("/v1/decisions", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
 REALM = "kentino-expert"
@@ -112,6 +120,34 @@ def bearer_credentials(header: bytes | None) -> bytes | None:
     return credentials.strip()
 
 
+def basic_password(header: bytes | None) -> bytes | None:
+    """The password of `Authorization: Basic <base64 user:password>` (the user is ignored), else None."""
+    scheme, _, credentials = (header or b"").strip().partition(b" ")
+    if scheme.lower() != b"basic":
+        return None
+    try:
+        decoded = base64.b64decode(credentials.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    user, colon, password = decoded.partition(b":")
+    return password if colon else None
+
+
+def is_ui_path(path: str) -> bool:
+    """The decision browser's pages (/ui and below), where the token may come as an HTTP Basic password."""
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
+def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    """An Origin header names an allowed host ('null', from a file or a sandbox, names none)."""
+    try:
+        parts = urlsplit(origin.strip())
+        host = parts.netloc if parts.scheme in ("http", "https") and not parts.username else ""
+    except ValueError:
+        return False
+    return bool(host) and host_allowed(host, allowed)
+
+
 def token_matches(given: bytes | None, token: str | None) -> bool:
     """Constant-time comparison; a token that is not configured matches nothing."""
     if given is None or not token:
@@ -119,18 +155,24 @@ def token_matches(given: bytes | None, token: str | None) -> bool:
     return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
 
 
-def authorise(needed: str, header: bytes | None, access: Access) -> tuple[int, str, str] | None:
-    """None if allowed, else (status, message, WWW-Authenticate value or '')."""
+def authorise(needed: str, header: bytes | None, access: Access, basic: bool = False) -> tuple[int, str, str] | None:
+    """None if allowed, else (status, message, WWW-Authenticate value or ''); with `basic` the token may also be
+    the password of HTTP Basic (the decision browser's pages), and the challenge asks for that."""
     if needed == ADMIN and not access.admin_token:
         return 403, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
                      "server still reloads)"), ""
     if needed == READ and not (access.read_token or access.admin_token):
         return None
     given = bearer_credentials(header)
+    if given is None and basic:
+        given = basic_password(header)
     is_admin = token_matches(given, access.admin_token)
     is_reader = token_matches(given, access.read_token)
     if is_admin or (needed == READ and is_reader):
         return None
+    if basic:  # a browser: it asks for the password when challenged with Basic
+        return 401, ("sign in with the read token (KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN) as the password, "
+                     "any user name"), f'Basic realm="{REALM}", charset="UTF-8"'
     token_name = "KENTINO_ADMIN_TOKEN" if needed == ADMIN else "KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN"
     if is_reader:  # a valid read token on an admin route
         return 403, "this needs the admin token; the read token only reads", \
@@ -169,10 +211,18 @@ def has_body(headers: dict) -> bool:
 
 # -- the middleware ---------------------------------------------------------------------------------
 
-def refusal(send, status: int, field: str | None, message: str, extra_headers=()):
-    body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               *extra_headers]
+UI_REFUSAL = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in</title></head>"
+              "<body><h1>Sign in</h1><p>The decision log is read with the service's read token: give it as the "
+              "password (any user name).</p></body></html>\n")
+
+
+def refusal(send, status: int, field: str | None, message: str, extra_headers=(), html: bool = False):
+    if html:  # a page for a browser (the decision browser's), with nothing of the request echoed
+        body, media_type = UI_REFUSAL.encode(), b"text/html; charset=utf-8"
+    else:
+        body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
+        media_type = b"application/json"
+    headers = [(b"content-type", media_type), (b"content-length", str(len(body)).encode()), *extra_headers]
 
     async def respond():
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -217,13 +267,18 @@ class Guard:
             await refusal(send, 400, "host", f"this service does not answer to the Host '{host[:100]}' "
                                              f"(see --allowed-host)")
             return
+        if scope["path"] == MCP_PATH and b"origin" in headers \
+                and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
+            await refusal(send, 403, "origin", "MCP requests from a web page of another host are refused")
+            return
         needed = self._scope_of(scope)
         if needed is not None:
-            denied = authorise(needed, headers.get(b"authorization"), self.access)
+            ui = is_ui_path(scope["path"])
+            denied = authorise(needed, headers.get(b"authorization"), self.access, basic=ui)
             if denied is not None:
                 status, message, challenge = denied
                 extra = [(b"www-authenticate", challenge.encode())] if challenge else []
-                await refusal(send, status, "authorization", message, extra)
+                await refusal(send, status, "authorization", message, extra, html=ui)
                 return
         if scope["method"] == "POST":
             content_type = headers.get(b"content-type")
@@ -242,9 +297,13 @@ class Guard:
 
 # -- the OpenAPI document ---------------------------------------------------------------------------
 
-ERROR_SCHEMA = {"type": "object", "required": ["detail"], "properties": {"detail": {
-    "type": "array", "minItems": 1, "items": {"type": "object", "required": ["field", "message"], "properties": {
-        "field": {"type": ["string", "null"]}, "message": {"type": "string"}}}}}}
+ERROR_SCHEMA = {"type": "object", "required": ["detail"], "description": "What was wrong, field by field.",
+                "properties": {"detail": {
+                    "type": "array", "minItems": 1, "description": "One item per problem.",
+                    "items": {"type": "object", "required": ["field", "message"], "properties": {
+                        "field": {"type": ["string", "null"], "description": "The field, fact or header concerned "
+                                                                             "(null: the request as a whole)."},
+                        "message": {"type": "string", "description": "What is wrong, and what would do."}}}}}}
 SECURITY_SCHEMES = {
     "readToken": {"type": "http", "scheme": "bearer",
                   "description": "KENTINO_READ_TOKEN: reads the decision log and its explanations."},

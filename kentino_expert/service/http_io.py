@@ -1,9 +1,7 @@
-"""The service's edges: strict parsing of request bodies, deciding off the event loop, HEAD as GET, and the facts
-schema as JSON Schema and LLM tool."""
+"""The service's edges: strict parsing of request bodies, deciding off the event loop, HEAD as GET."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import weakref
 
@@ -11,19 +9,14 @@ import anyio
 from starlette.requests import ClientDisconnect, Request
 
 from .. import fastjson
-from ..decisions.meta import MAX_TURN, check_meta
+from ..decisions.meta import check_meta
 from ..domain.workload import strict_json_loads
-from ..ruleset.schemas import facts_schema
+from .compact import check_view, compact
 from .decide import decide
+from .tool_schema import META_KEYS
 
 MAX_BODY = 1_000_000
 DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
-META_KEYS = ("session_id", "turn")
-TOOL_NAME = "kentino_recommend"
-TOOL_DESCRIPTION = (
-    "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
-    "InfiniBand cluster, or frontier-scale) for an AI workload, with the reasons, the rules that fired, "
-    "and the questions still worth asking. Only `task` is required; give every other fact you know.")
 
 
 class BadRequest(Exception):
@@ -55,8 +48,8 @@ def parse_body(raw: bytes):
         raise BadRequest("facts", f"invalid JSON: {exc}") from None
 
 
-def split_meta(data, query) -> tuple[dict, str | None, int | None]:
-    """(facts, session_id, turn): the meta keys come from the body's top level or the query string."""
+def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
+    """(facts, session_id, turn, view): the meta keys come from the body's top level or the query string."""
     if not isinstance(data, dict):
         kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
                                             int: "a number", float: "a number"}.get(type(data), type(data).__name__)
@@ -67,7 +60,11 @@ def split_meta(data, query) -> tuple[dict, str | None, int | None]:
     facts = {k: v for k, v in data.items() if k not in META_KEYS}
     session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
                                   data.get("turn", query.get("turn")))
-    return facts, session_id, turn
+    try:
+        view = check_view(data.get("view", query.get("view")))
+    except ValueError as exc:
+        raise BadRequest("view", str(exc)) from None
+    return facts, session_id, turn, view
 
 
 def check_encoding(request: Request) -> None:
@@ -99,8 +96,9 @@ async def read_limited(request: Request) -> bytes:
 _deciders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _limiter_of_this_loop() -> anyio.CapacityLimiter:
-    """One limiter per event loop (a TestClient runs each client on a loop of its own)."""
+def decision_limiter() -> anyio.CapacityLimiter:
+    """The limiter of decisions in worker threads (HTTP and MCP share it), one per event loop (a TestClient runs
+    each client on a loop of its own)."""
     loop = asyncio.get_running_loop()
     limiter = _deciders.get(loop)
     if limiter is None:
@@ -112,73 +110,16 @@ async def decide_off_loop(holder, decision_log, raw: bytes, query) -> bytes:
     """The response body for a POST /v1/recommend body, all of it worked out in a worker thread:
     the event loop stays free for other requests however long a decision takes (commits still group)."""
     return await anyio.to_thread.run_sync(decide_and_record, holder, decision_log, raw, query,
-                                          limiter=_limiter_of_this_loop())
+                                          limiter=decision_limiter())
 
 
 def decide_and_record(holder, decision_log, raw: bytes, query) -> bytes:
     """Parse, decide (or take the cached evaluation), commit, render: one request's work."""
-    facts, session_id, turn = split_meta(parse_body(raw), query)
+    facts, session_id, turn, view = split_meta(parse_body(raw), query)
     expert = holder.current()  # one snapshot for the whole decision
     logger = logging.getLogger("uvicorn.error")  # arithmetic failing on extreme facts: the client's 422
     decision = decide(expert, decision_log, facts, "http", session_id, turn, logger)
-    return fastjson.dumps_bytes(decision.response())
-
-
-# -- schemas ----------------------------------------------------------------------------------------
-
-def inline_refs(schema: dict) -> dict:
-    """The schema with every local $ref replaced by its definition (LLM tool formats want no $defs)."""
-    schema = copy.deepcopy(schema)
-    defs = schema.pop("$defs", {})
-
-    def walk(node, depth=0):
-        if depth > 20:
-            return node
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
-                merged = {**walk(copy.deepcopy(defs[ref[8:]]), depth + 1),
-                          **{k: walk(v, depth + 1) for k, v in node.items() if k != "$ref"}}
-                return merged
-            return {k: walk(v, depth + 1) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v, depth + 1) for v in node]
-        return node
-
-    return walk(schema)
-
-
-def facts_schema_for(ruleset, knowledge=None) -> dict:
-    """JSON Schema of the facts, each property with its description, the question to ask (`x-ask`)
-    and, given the knowledge catalog, the catalog names it accepts."""
-    schema = facts_schema(ruleset, knowledge)
-    schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
-    build = schema.get("$defs", {}).get("ProposedBuild")
-    policy = ruleset.fact_policies.get("proposed_build")
-    if build is not None and policy is not None:
-        schema["properties"]["proposed_build"].setdefault("description", policy.description)
-    return schema
-
-
-def tool_definition(ruleset, knowledge=None) -> dict:
-    """The facts schema as an LLM tool/function definition (no $defs, no $schema)."""
-    schema = inline_refs(facts_schema_for(ruleset, knowledge))
-    schema.pop("title", None)
-    schema.pop("$schema", None)
-    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
-
-
-def request_schema(ruleset, knowledge=None) -> dict:
-    """The body of POST /v1/recommend: the facts schema plus the conversation keys."""
-    schema = inline_refs(facts_schema_for(ruleset, knowledge))
-    schema.pop("$schema", None)
-    schema["properties"]["session_id"] = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200},
-                                                    {"type": "integer"}, {"type": "null"}],
-                                          "description": "Conversation id (stripped before validation; null: none)."}
-    schema["properties"]["turn"] = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TURN},
-                                              {"type": "null"}],
-                                    "description": "Turn of the conversation (stripped before validation; null: none)."}
-    return schema
+    return fastjson.dumps_bytes(decision.response() if view == "full" else compact(decision.response()))
 
 
 class HeadAsGet:

@@ -1,0 +1,82 @@
+"""The facts schema as the service shows it: JSON Schema, an LLM tool definition, the body of POST /v1/recommend
+and the input of the MCP tool `recommend` (the facts plus session_id, turn and view, which are not facts)."""
+from __future__ import annotations
+
+import copy
+
+from ..decisions.meta import MAX_TURN
+from ..ruleset.schemas import facts_schema
+from .compact import MAX_COMPACT_BYTES, VIEWS
+
+META_KEYS = ("session_id", "turn", "view")  # taken out of a request before its facts are validated
+TOOL_NAME = "kentino_recommend"
+TOOL_DESCRIPTION = (
+    "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
+    "InfiniBand cluster, or frontier-scale) for an AI workload, with the reasons, the rules that fired, "
+    "and the questions still worth asking. Only `task` is required; give every other fact you know.")
+
+
+def inline_refs(schema: dict) -> dict:
+    """The schema with every local $ref replaced by its definition (LLM tool formats want no $defs)."""
+    schema = copy.deepcopy(schema)
+    defs = schema.pop("$defs", {})
+
+    def walk(node, depth=0):
+        if depth > 20:
+            return node
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+                merged = {**walk(copy.deepcopy(defs[ref[8:]]), depth + 1),
+                          **{k: walk(v, depth + 1) for k, v in node.items() if k != "$ref"}}
+                return merged
+            return {k: walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, depth + 1) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def facts_schema_for(ruleset, knowledge=None) -> dict:
+    """JSON Schema of the facts, each property with its description, the question to ask (`x-ask`)
+    and, given the knowledge catalog, the catalog names it accepts."""
+    schema = facts_schema(ruleset, knowledge)
+    schema["description"] = "Workload facts for Kentino Expert; only `task` is required."
+    build = schema.get("$defs", {}).get("ProposedBuild")
+    policy = ruleset.fact_policies.get("proposed_build")
+    if build is not None and policy is not None:
+        schema["properties"]["proposed_build"].setdefault("description", policy.description)
+    return schema
+
+
+def tool_definition(ruleset, knowledge=None) -> dict:
+    """The facts schema as an LLM tool/function definition (no $defs, no $schema)."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
+    schema.pop("title", None)
+    schema.pop("$schema", None)
+    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
+
+
+SESSION_ID_SCHEMA = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200}, {"type": "integer"},
+                               {"type": "null"}],
+                     "description": "Conversation id: ties the decisions of one conversation together in the log "
+                                    "(1-200 characters, no control characters; null: none). Not a fact."}
+TURN_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TURN}, {"type": "null"}],
+               "description": "Turn of the conversation (null: none). Not a fact."}
+VIEW_SCHEMA = {"type": "string", "enum": list(VIEWS), "default": "full",
+               "description": f"'full' (default): the whole answer (about 13 KB). 'compact': status, recommendation, "
+                              f"the first questions, warning codes and alternatives in at most {MAX_COMPACT_BYTES} "
+                              f"bytes; the full answer stays in the log under decision_id. Not a fact."}
+
+
+def request_schema(ruleset, knowledge=None) -> dict:
+    """The body of POST /v1/recommend and the input of the MCP tool `recommend`: the facts schema (inlined, with
+    each fact's description, question and accepted names) plus the conversation keys and the view."""
+    schema = inline_refs(facts_schema_for(ruleset, knowledge))
+    schema.pop("$schema", None)
+    schema.pop("title", None)
+    schema["description"] = ("Workload facts (only `task` is required; give every other fact known), plus "
+                             "session_id, turn and view, which are not facts.")
+    schema["properties"].update(session_id=SESSION_ID_SCHEMA, turn=TURN_SCHEMA, view=VIEW_SCHEMA)
+    return schema
