@@ -88,13 +88,71 @@ class TestTimeToResult:
                                                                       HealthCheck.function_scoped_fixture])
     @given(_training_facts())
     def test_every_training_plan_has_its_days(self, expert, facts):
-        """time_to_result_days is present; full fine-tuning and pretraining that Kentino builds meet the deadline."""
+        """time_to_result_days is present; every training plan meets its deadline, or says no count of nodes does."""
         answer = expert.recommend(facts)
         days = answer.figures["time_to_result_days"].value
         assert days > 0
-        if "deadline_days" in facts and facts["task"] in ("full-finetune", "pretraining"):
-            assert days <= facts["deadline_days"] * (1 + 1e-6) or answer.figures.get(
-                "deadline_reachable") and answer.figures["deadline_reachable"].value is False
+        if "deadline_days" in facts:
+            codes = {warning.code for warning in answer.warnings}
+            assert days <= facts["deadline_days"] * (1 + 1e-6) or (
+                answer.figures["deadline_reachable"].value is False and "deadline-out-of-reach" in codes)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                     HealthCheck.function_scoped_fixture])
+    @given(_training_facts(), st.sampled_from([3, 30, 120, 365]), st.sampled_from([2, 4, 10]))
+    def test_a_shorter_deadline_never_buys_fewer_gpus(self, expert, facts, deadline, factor):
+        """On the same build (the rules' plan for the named card, no search), dividing the deadline never gives
+        fewer GPUs, whether the plan is an IB cluster or frontier work with its real count."""
+        def gpus(days):
+            plan = expert.kinds.plan_of({**facts, "deadline_days": days})
+            return plan.gpus
+
+        assert gpus(deadline / factor) >= gpus(deadline)
+
+
+class TestPeftDeadlines:
+    """LoRA and QLoRA are training too: a deadline sizes their nodes the same way."""
+
+    def test_qlora_trains_data_parallel_to_meet_it(self, expert):
+        """QLoRA of 70B on 20B tokens takes 61 days on one node; 30 days needs 3 INT4 nodes training data-parallel."""
+        answer = expert.recommend({"task": "qlora", "model": "llama-3.1-70b", "training_tokens": "20B",
+                                   "deadline_days": 30})
+        rec = answer.recommendation
+        assert (rec.kind, rec.nodes, rec.precision) == ("multi-node-ib", 3, "int4")
+        assert answer.figures["time_to_result_days"].value <= 30
+        assert "deadline-drives-nodes" in {warning.code for warning in answer.warnings}
+        slower = answer.alternatives[0]
+        assert (slower.nodes, slower.works) == (1, False)
+        assert slower.figure.value == pytest.approx(answer.figures["days_on_one_node"].value, rel=1e-5)
+
+    def test_lora_too_big_for_bf16_meets_it_as_a_qlora_cluster(self, expert):
+        """LoRA of 405B on 2B tokens: one QLoRA node takes 35 days; for 30 days the QLoRA cluster is sized to it."""
+        answer = expert.recommend({"task": "lora", "model": "llama-3.1-405b", "training_tokens": "2B",
+                                   "deadline_days": 30})
+        assert answer.recommendation.kind == "multi-node-ib"
+        assert answer.recommendation.precision == "int4"
+        assert answer.figures["time_to_result_days"].value <= 30
+
+
+class TestOutOfReach:
+    """A deadline no count of nodes meets is frontier work at the search's bound, with a warning."""
+
+    def test_out_of_reach_names_the_bound(self, expert):
+        """8B on 1,000T tokens in one day: deadline_reachable is false, the count is the bound, and a warning says so."""
+        answer = expert.recommend({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1000T",
+                                   "deadline_days": 1})
+        assert answer.figures["deadline_reachable"].value is False
+        assert answer.figures["nodes_for_deadline"].value == deadlines.SEARCH_LIMIT_NODES
+        assert answer.recommendation.kind == "frontier"
+        assert answer.recommendation.nodes == deadlines.SEARCH_LIMIT_NODES
+        assert "deadline-out-of-reach" in {warning.code for warning in answer.warnings}
+
+    def test_the_bound_is_whole_units(self):
+        """With 3-node units the bound is the largest multiple of 3 within it."""
+        values = {"days_on_one_node": 1e12, "training_nodes": 3}
+        deadlines.deadline_figures(values, {"deadline_days": 1}, K.gpu("rtx-pro-6000"), 8, HDR, K)
+        assert values["deadline_reachable"] is False
+        assert values["nodes_for_deadline"] == deadlines.SEARCH_LIMIT_NODES // 3 * 3
 
     def test_one_node_plan_is_its_days_on_one_node(self, expert):
         """A one-node plan takes exactly days_on_one_node."""

@@ -19,7 +19,8 @@ DEADLINE_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "nodes_for_deadline": (NUMBER, "nodes", "nodes that meet deadline_days: whole units of training_nodes, "
                                             "DP across the units"),
     "deadline_dp_efficiency": (NUMBER, "per GPU", "DP efficiency across the nodes_for_deadline nodes"),
-    "deadline_reachable": (BOOL, "", "some node count meets deadline_days at the projected DP efficiency"),
+    "deadline_reachable": (BOOL, "", "some node count meets deadline_days at the projected DP efficiency "
+                                     "(when not, nodes_for_deadline is the search's bound)"),
 }
 DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline"})
 
@@ -36,7 +37,8 @@ PLAN_FIGURE_INPUTS = frozenset({
     "node_tokens_per_s_fp8", "node_tokens_per_s_int4"})
 
 # A bound of the search for a deadline's node count, not a policy number: far beyond any cluster, so a
-# deadline no count below it meets is out of reach of DP over this fabric.
+# deadline no count below it meets is out of reach of DP over this fabric (and nodes_for_deadline is then
+# this bound: the count only grows as the deadline shrinks).
 SEARCH_LIMIT_NODES = 100_000
 
 
@@ -113,9 +115,11 @@ def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec |
     one = unit_days(values["days_on_one_node"], unit, gpus, model, intra, link)
     units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
     values["deadline_reachable"] = units is not None
-    if units is not None:
-        values["nodes_for_deadline"] = units * unit
-        values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, units * unit, gpus, intra, link)
+    if units is None:
+        # out of reach: the count is the search's bound, so a shorter deadline never names fewer nodes
+        units = max(1, SEARCH_LIMIT_NODES // unit)
+    values["nodes_for_deadline"] = units * unit
+    values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, units * unit, gpus, intra, link)
 
 
 def _whole(value) -> int | None:
