@@ -138,7 +138,7 @@ class TestOutOfReach:
     """A deadline no count of nodes meets is frontier work at the search's bound, with a warning."""
 
     def test_out_of_reach_names_the_bound(self, expert):
-        """8B on 1,000T tokens in one day: deadline_reachable is false, the count is the bound, and a warning says so."""
+        """8B on 1,000T tokens in a day: deadline_reachable is false, the count is the bound, and a warning says so."""
         answer = expert.recommend({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1000T",
                                    "deadline_days": 1})
         assert answer.figures["deadline_reachable"].value is False
