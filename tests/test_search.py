@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from kentino_expert.answer.model import Answer
 from kentino_expert.answer.search import candidates_of
 from kentino_expert.domain.workload import validate_facts
 from kentino_expert.engine.chaining import run_rules
 from kentino_expert.expert import Expert
+from kentino_expert.service.responses import LoggedDecision
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL_FT_70B_ON_5090 = {"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-5090"}
@@ -194,3 +196,16 @@ class TestPolicyFile:
             expert.close()
         assert answer.recommendation.gpu == "l40"
         assert next(a.why for a in answer.assumptions if a.fact == "gpu").startswith("chosen by the build search")
+
+
+class TestOlderAnswers:
+    """Answers logged before the build search have no alternatives; they still validate."""
+
+    def test_answer_without_alternatives_validates(self, expert):
+        """An answer's JSON without `alternatives` (a decision log row of an older version) is an Answer with none."""
+        logged = expert.recommend({"task": "inference", "model": "llama-3.1-70b"}).model_dump(mode="json")
+        del logged["alternatives"]
+        assert Answer.model_validate(logged).alternatives == []
+        row = {"decision_id": "d", "created_at": "2026-12-03T00:00:00+00:00", "session_id": None, "turn": None,
+               "source": "cli", "facts": {}, "answer": logged, "kind": "single-node", "digest": "x", "engine": "e"}
+        assert LoggedDecision.model_validate(row).answer.alternatives == []
