@@ -209,3 +209,22 @@ class TestOlderAnswers:
         row = {"decision_id": "d", "created_at": "2026-12-03T00:00:00+00:00", "session_id": None, "turn": None,
                "source": "cli", "facts": {}, "answer": logged, "kind": "single-node", "digest": "x", "engine": "e"}
         assert LoggedDecision.model_validate(row).answer.alternatives == []
+
+
+class TestFractionalCounts:
+    """A rule set may compute a count that is not whole; its alternatives still validate."""
+
+    def test_fractional_nodes_are_truncated_like_the_recommendation(self, tmp_path):
+        """A copy of the rules whose 70B full fine-tuning cluster is `training_nodes * 1.25` nodes (2.5 on the Pro
+        6000): the alternatives report whole counts, as the recommendation does."""
+        rules = _copy_rules(tmp_path)
+        flow = rules / "must-scale.yaml"
+        text = flow.read_text()
+        old = "        nodes: max(min_multi_nodes, training_nodes, nodes_for_deadline)\n        tp: gpus_per_node\n"
+        assert old in text
+        flow.write_text(text.replace(old, "        nodes: training_nodes * 1.25\n        tp: gpus_per_node\n", 1))
+        answer = Expert(rules).recommend({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"})
+        pro = next(item for item in answer.alternatives if item.gpu == "rtx-pro-6000")
+        assert pro.nodes == 2
+        assert all(isinstance(item.nodes, int) for item in answer.alternatives if item.nodes is not None)
+        assert answer.recommendation.nodes == int(answer.recommendation.nodes)

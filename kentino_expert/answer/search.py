@@ -253,5 +253,11 @@ def _alternative(judged: Judged, policy: SelectionPolicy, params) -> Alternative
                      if expand_shown(n, plan.precision or "") in values), None)
         why = plan.because
     figure = DecidingFigure(name=name, value=values.get(name), unit=unit_of(name)) if name else None
-    return Alternative(gpu=judged.candidate.gpu, gpus_per_node=plan.gpus_per_node or 0, kind=plan.kind,
-                       nodes=plan.nodes, precision=plan.precision, works=judged.works, figure=figure, why=why)
+    return Alternative(gpu=judged.candidate.gpu, gpus_per_node=_count(plan.gpus_per_node) or 0, kind=plan.kind,
+                       nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why)
+
+
+def _count(value) -> int | None:
+    """A count as the recommendation reports it: a rule may compute a fraction (a PM's `nodes: params_b / 3`),
+    which the recommendation truncates; the alternative says the same."""
+    return None if value is None else int(value)
