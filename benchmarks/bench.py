@@ -30,7 +30,7 @@ from kentino_expert.expert import Expert
 from kentino_expert.service.decide import evaluate_decision
 
 from .benchgen import generated_rules_dir, generated_scenarios
-from .workloads import CHAT, FINAL, unique_chat
+from .workloads import CHAT, FINAL, unique_chat, unique_final
 
 WORKLOADS = [
     {"task": "inference", "model": "llama-3.1-70b", "concurrency": 48, "context_tokens": 8192},
@@ -62,7 +62,9 @@ def stages(runs: int) -> dict:
     answer = durable.recommend(WORKLOADS[0])
     return {
         "recommend (durable, full trace)": timed(
-            lambda i: answer_for(pick(i), durable.knowledge, durable.ruleset, durable.engine), runs),
+            lambda i: answer_for(pick(i), durable.knowledge, durable.ruleset, durable.engine, durable.kinds), runs),
+        "  the same, new facts (every candidate build sized)": timed(
+            lambda i: durable.recommend(unique_final(i)), runs),
         "  validation": timed(lambda i: validate_facts(WORKLOADS[i % len(WORKLOADS)]), runs),
         "  sizing": timed(lambda i: _sized(durable, pick(i)), runs),
         "  engine (durable-rules)": timed(
@@ -70,7 +72,8 @@ def stages(runs: int) -> dict:
         "  of which durable-rules C core": core_share(durable, states, runs),
         "  trace rendering (json)": timed(lambda i: to_json(answer), runs),
         "baseline: recommend (reference)": timed(
-            lambda i: answer_for(pick(i), reference.knowledge, reference.ruleset, reference.engine), runs),
+            lambda i: answer_for(pick(i), reference.knowledge, reference.ruleset, reference.engine, reference.kinds),
+            runs),
         "baseline: engine (reference)": timed(
             lambda i: run_rules(reference.ruleset, states[i % len(states)], reference.engine), runs),
         "baseline: sizing alone": timed(lambda i: _sized(durable, pick(i)), runs),

@@ -50,15 +50,16 @@ class Expert:
     def recommend(self, facts) -> Answer:
         """Answer a mapping of facts or a validated Workload."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return answer_for(workload, self.knowledge, self.ruleset, self.engine)
+        return answer_for(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
 
     def recommend_traced(self, facts):
         """(answer, firings, final state) for a mapping of facts or a validated Workload."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return answer_traced(workload, self.knowledge, self.ruleset, self.engine)
+        return answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
 
     def kind_of(self, facts) -> str | None:
-        """The kind the rules reach for a mapping of facts (or a Workload); raises KentinoError on bad facts."""
+        """The kind of the recommendation for a mapping of facts (or a Workload), the build search included;
+        raises KentinoError on bad facts."""
         return self.kinds.kind_of(facts.known() if isinstance(facts, Workload) else facts)
 
     def recommend_text(self, text: str, source: str = "<stdin>"):

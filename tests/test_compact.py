@@ -128,6 +128,19 @@ def test_alternatives_of_the_answer_are_shortened():
                                                  {"gpu": "l40", "kind": "dp-replicas", "nodes": 3, "works": False}]
 
 
+def test_a_card_switch_shows_its_alternatives(expert):
+    """70B full fine-tuning on the RTX 5090: the compact view lists the builds the search weighed, the named 5090
+    among them as not working, exactly as the full answer has them."""
+    decision = decide(expert, None, {"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-5090"}, "cli")
+    response = decision.response()
+    short = compact(response)
+    assert short["recommendation"]["gpu"] == "rtx-pro-6000"
+    assert {"gpu": "rtx-5090", "kind": "frontier", "nodes": 6, "works": False} in short["alternatives"]
+    assert short["alternatives"] == [{key: item[key] for key in ("gpu", "kind", "nodes", "works")}
+                                     for item in response["alternatives"][:MAX_ALTERNATIVES]]
+    CompactDecision.model_validate(short)
+
+
 # -- over HTTP ----------------------------------------------------------------------------------------
 
 @pytest.fixture()

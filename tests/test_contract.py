@@ -229,14 +229,18 @@ class TestProperties:
     @QUICK
     @given(sized, st.floats(1.0, 4.0))
     def test_bigger_model_never_needs_less(self, facts, factor):
-        """All else equal, a model `factor` times bigger gets a harder kind of plan, or the same kind with no
-        fewer nodes.
+        """All else equal, on the build the smaller model is recommended, a model `factor` times bigger gets a
+        harder kind of plan, or the same kind with no fewer nodes.
 
         Node counts of different kinds are not comparable: DP replicas each hold the whole model, a
-        TP x PP unit shares it, so the replicas of a smaller model can outnumber a bigger model's unit.
+        TP x PP unit shares it, so the replicas of a smaller model can outnumber a bigger model's unit. Nor
+        are node counts of different cards: the build search may move the bigger model to a card whose
+        nodes hold more, so both are compared on one build (the rules' plans there, without the search).
         """
         bigger = dict(facts, params_b=min(facts["params_b"] * factor, 100_000))
-        small, large = EXPERT.recommend(facts).recommendation, EXPERT.recommend(bigger).recommendation
+        chosen = EXPERT.recommend(facts).recommendation
+        build = {"gpu": chosen.gpu, "gpus_per_node": chosen.gpus_per_node}
+        small, large = EXPERT.kinds.plan_of({**facts, **build}), EXPERT.kinds.plan_of({**bigger, **build})
         harder = KINDS.index(large.kind) > KINDS.index(small.kind)
         assert harder or (large.kind == small.kind and large.nodes >= small.nodes), \
             (facts, small.kind, small.nodes, large.kind, large.nodes)

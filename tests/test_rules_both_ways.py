@@ -49,7 +49,7 @@ NOT_FIRING = {
     "training-beyond-one-node-needs-ib": ({"task": "full-finetune", "params_b": 13}, "fits one node"),
     "qlora-beyond-one-node-needs-ib": ({"task": "qlora", "model": "llama-3.1-405b"}, "405B QLoRA fits 8 x Pro 6000"),
     "inference-beyond-one-node-and-throughput": ({"task": "batch-inference", "params_b": 2000}, "no throughput demand"),
-    "inference-beyond-one-node": ({"task": "batch-inference", "params_b": 2000, "gpu": "l4"}, "needs more than 4 nodes: frontier"),
+    "inference-beyond-one-node": ({"task": "batch-inference", "params_b": 10000}, "needs more than 4 nodes on every card: frontier"),
     "size-unknown-assume-one-node": ({"task": "inference", "params_b": 8}, "the size is known"),
     "nothing-buildable-fits": ({"task": "batch-inference", "params_b": 2000}, "a 3-node IB cluster carries it"),
     "operations-tax": ({"task": "lora", "model": "llama-3.1-70b"}, "single node"),
@@ -70,7 +70,17 @@ NOT_FIRING = {
     "one-node-is-the-market": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "a cluster"),
     "int4-asked-for-training": ({"task": "full-finetune", "params_b": 13, "precision": "bf16"}, "BF16 was asked for"),
     "precision-asked-for-is-not-the-plan": ({"task": "inference", "model": "llama-3.1-70b", "precision": "fp8"}, "FP8 asked, FP8 served"),
-    "one-node-misses-the-deadline": ({"task": "full-finetune", "params_b": 13, "training_tokens": "300B", "deadline_days": 365}, "fits the deadline"),
+    "qlora-deadline-needs-data-parallel-nodes": ({"task": "qlora", "model": "llama-3.1-70b", "training_tokens": "20B",
+                                                  "deadline_days": 90}, "one node (61 days) meets 90 days"),
+    "deadline-missed-at-any-scale": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T", "deadline_days": 30},
+                                     "13 nodes meet it"),
+    "deadline-out-of-reach": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T", "deadline_days": 30}, "13 nodes meet it"),
+    "deadline-beyond-an-ib-cluster": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T", "deadline_days": 120}, "3 nodes meet it"),
+    "deadline-needs-data-parallel-nodes": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T", "deadline_days": 400},
+                                           "one node meets 400 days"),
+    "deadline-sets-the-node-count": ({"task": "full-finetune", "model": "llama-3.1-70b", "training_tokens": "300B", "deadline_days": 600},
+                                     "the 2 nodes the state needs meet 600 days"),
+    "named-build-is-not-buildable": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"}, "4 L40 nodes are an IB cluster Kentino builds"),
 }
 
 

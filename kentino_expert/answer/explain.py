@@ -158,6 +158,7 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
         out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
                 for w in answer["warnings"]]
         out.append("")
+    out += _markdown_alternatives(answer.get("alternatives") or [])
     if report["charts"]:
         out += ["## Charts", ""]
         for chart in report["charts"]:
@@ -166,6 +167,34 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
     for step in report["steps"]:
         out += _markdown_step(step)
     return "\n".join(out + _markdown_tail(report)) + "\n"
+
+
+def _alternative_rows(alternatives: list) -> list[tuple[str, str, str, str]]:
+    """(build, works, deciding figure, why) of each alternative of an answer dict."""
+    rows = []
+    for item in alternatives:
+        nodes = f"{item.get('nodes')} x " if item.get("nodes") is not None else ""
+        at = f" at {item['precision']}" if item.get("precision") else ""
+        figure = item.get("figure") or {}
+        shown = f"{figure.get('name')} = {_number(figure.get('value'))} {figure.get('unit') or ''}".rstrip() \
+            if figure else ""
+        rows.append((f"{item.get('kind')}, {nodes}{item.get('gpus_per_node')} x {item.get('gpu')}{at}",
+                     "yes" if item.get("works") else "no", shown, item.get("why", "")))
+    return rows
+
+
+def _number(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _markdown_alternatives(alternatives: list) -> list[str]:
+    if not alternatives:
+        return []
+    out = ["## Alternatives", "", "| build | works | deciding figure | why |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in _alternative_rows(alternatives)]
+    return out + [""]
 
 
 def _markdown_step(step: dict) -> list[str]:
@@ -275,6 +304,12 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "
                   f"<code>{_e(w['rule'])}</code>): {_e(w['message'])}</li>" for w in answer["warnings"]]
         parts.append("</ul></section>")
+    if answer.get("alternatives"):
+        parts.append('<section class="alternatives"><h2>Alternatives</h2><table><tr><th>build</th><th>works</th>'
+                     '<th>deciding figure</th><th>why</th></tr>')
+        parts += ["<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>"
+                  for row in _alternative_rows(answer["alternatives"])]
+        parts.append("</table></section>")
     if report["charts"]:
         parts.append('<section class="charts"><h2>Charts</h2>')
         parts += [chart_html(chart) for chart in report["charts"]]

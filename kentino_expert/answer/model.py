@@ -1,5 +1,6 @@
-"""The answer's contract: recommendation, figures, warnings, assumptions, trace and rule-set identity; and
-what a decision adds to an answer: the questions still worth asking, and why not the other kinds.
+"""The answer's contract: recommendation, figures, warnings, assumptions, trace, the alternative builds and
+rule-set identity; and what a decision adds to an answer: the questions still worth asking, and why not the
+other kinds.
 
 Every field carries its description: the service's OpenAPI document and MCP clients show them.
 """
@@ -72,6 +73,28 @@ class TraceStep(BaseModel):
     because: str = Field(description="The rule's reason, with the values filled in.")
 
 
+class DecidingFigure(BaseModel):
+    """The figure that decided a plan: a failing `works` condition's, else the one rules/selection.yaml shows."""
+    model_config = _FROZEN
+    name: str = Field(description="Name of the figure (as in `figures`).")
+    value: float | int | bool | str | None = Field(description="Its value for this plan.")
+    unit: str = Field(description="Its unit.")
+
+
+class Alternative(BaseModel):
+    """Another build the search sized: the best plan of another card (or the named build, or the slower plan
+    without the deadline), whether it is buildable, the figure that decided it and why, in one sentence."""
+    model_config = _FROZEN
+    gpu: str = Field(description="Catalog id of the card.")
+    gpus_per_node: int = Field(description="GPUs in each node of the build.")
+    kind: Kind = Field(description="The kind of plan the rules concluded for this build.")
+    nodes: int | None = Field(description="Nodes in all (null when the rules left it open).")
+    precision: str | None = Field(description="Weight precision of the plan.")
+    works: bool = Field(description="True when it is a plan Kentino builds (rules/selection.yaml `works`).")
+    figure: DecidingFigure | None = Field(description="The figure that decided it.")
+    why: str = Field(description="Why, in one sentence.")
+
+
 class RulesetId(BaseModel):
     """Which rules answered: their digest, the engine, and the directories the rules and knowledge came from."""
     model_config = _FROZEN
@@ -94,6 +117,10 @@ class Answer(BaseModel):
     trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
     ruleset: RulesetId = Field(description="The rule set that answered.")
     facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    alternatives: list[Alternative] = Field(
+        default=[], description="The best build of every other card the search sized (and the one-node plan "
+                                "where a deadline forced more): builds, where `why_not` is kinds. Answers "
+                                "logged before the build search have none.")
 
 
 class Probe(BaseModel):

@@ -1,16 +1,19 @@
-"""The one-direction pipeline: facts -> sizing -> rules -> recommendation with its trace."""
+"""The one-direction pipeline: facts -> build search -> sizing -> rules -> recommendation with its trace."""
 from __future__ import annotations
 
 from ..domain.catalog import Knowledge
+from ..domain.deadlines import PLAN_FIGURE_SPECS, plan_figures
 from ..domain.derive import derive
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
-from ..domain.workload import Workload
+from ..domain.workload import Workload, validate_facts
 from ..engine.chaining import run_rules
 from ..errors import EngineError
 from ..lang.templates import render_template
 from ..ruleset.compiler import RuleSet
 from .model import Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep, WarningOut
+from .plans import EngineEvaluator, PlanEvaluator
 from .questions import missing_facts
+from .search import search
 
 _SUMMARY = {
     "single-node": "Buy one {gpus_per_node} x {gpu} node at {precision}.",
@@ -21,7 +24,11 @@ _SUMMARY = {
                             "({nodes} node(s) in all); each unit's nodes need {interconnect} between them.",
     "multi-node-ib": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} (TP={tp} inside each node, "
                      "PP={pp} across).",
-    "frontier": "This is frontier work: {nodes}+ nodes on {interconnect} or SXM-class hardware; Kentino can build "
+    "multi-node-ib-of-units": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} (TP={tp} inside "
+                              "each node, PP={pp} across, {units} data-parallel copies of that {pp}-node unit).",
+    "multi-node-ib-data-parallel": "Buy a {nodes}-node {gpus_per_node} x {gpu} cluster on {interconnect} "
+                                   "(data-parallel across all {gpus} GPUs, sharded inside each node).",
+    "frontier": "This is frontier work: {nodes} nodes on {interconnect} or SXM-class hardware; Kentino can build "
                 "the IB side, but most who ask need not do this work themselves.",
 }
 
@@ -41,8 +48,10 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
     if values["interconnect"] == "none":
         values["interconnect"] = None
     unit = f"{values['pp']}-node" if values.get("pp") else "one node"
-    template = _SUMMARY["dp-replicas-of-units" if kind == "dp-replicas" and values.get("pp") else kind]
-    summary = render_template(template, {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
+    gpus = (values["nodes"] or 0) * (values["gpus_per_node"] or 0)
+    summary = render_template(_SUMMARY[_summary_key(kind, values)],
+                              {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}",
+                               "units": (values["nodes"] or 0) // (values["pp"] or 1), "gpus": gpus})
     reasons = [f.because for f in firings if f.added.get(RECOMMENDED_KIND)]
     if reasons:
         summary += " " + reasons[0]
@@ -50,6 +59,18 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
                           gpu=values["gpu"], precision=values["precision"], replicas=_int(values["replicas"]),
                           parallelism=Parallelism(tp=_int(values["tp"]), pp=_int(values["pp"]), dp=_int(values["dp"])),
                           interconnect=values["interconnect"], summary=summary)
+
+
+def _summary_key(kind: str, values: dict) -> str:
+    """Which summary sentence a plan gets: replicas of multi-node units, and IB clusters that copy a PP
+    unit or train data-parallel only, have their own."""
+    if kind == "dp-replicas" and values.get("pp"):
+        return "dp-replicas-of-units"
+    if kind == "multi-node-ib" and not values.get("pp"):
+        return "multi-node-ib-data-parallel"
+    if kind == "multi-node-ib" and (values.get("dp") or 1) > 1:
+        return "multi-node-ib-of-units"
+    return kind
 
 
 def _int(value):
@@ -79,26 +100,51 @@ def provisional(workload: Workload, ruleset: RuleSet) -> bool:
     return bool(missing_facts(workload, ruleset))
 
 
-def answer_for(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend) -> Answer:
+def answer_for(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend,
+               evaluator: PlanEvaluator | None = None) -> Answer:
     """Run the whole pipeline on validated facts with the given rule backend."""
-    return answer_traced(workload, knowledge, ruleset, backend)[0]
+    return answer_traced(workload, knowledge, ruleset, backend, evaluator)[0]
 
 
-def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend):
-    """(answer, firings, final state): the final state lets "why not" reuse this run instead of repeating it."""
-    derived = derive(workload, knowledge, ruleset.fact_policies, ruleset.parameter_values)
-    firings, final = run_rules(ruleset, derived.state(), backend)
+def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, backend,
+                  evaluator: PlanEvaluator | None = None):
+    """(answer, firings, final state): the final state lets "why not" reuse this run instead of repeating it.
+
+    With a selection policy (rules/selection.yaml) the build search picks the candidate first, from plans
+    of `evaluator` (default: the rule set on `backend`, uncached); the chosen candidate's facts then run
+    once with the whole rule set and its trace. Without one, the rules answer the facts as given.
+    """
+    assumed, alternatives, search_state = [], [], {}
+    if ruleset.selection is not None:
+        found = search(workload, knowledge, ruleset, evaluator or EngineEvaluator(knowledge, ruleset, backend))
+        assumed = [AssumptionOut(fact=fact, value=value, why=why) for fact, value, why in found.assumed]
+        alternatives, search_state = found.alternatives, found.search_state
+        chosen = validate_facts(found.facts)
+    else:
+        chosen = workload
+    derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values)
+    firings, final = run_rules(ruleset, {**derived.state(), **search_state}, backend)
     params = ruleset.parameter_values
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
         recommendation=_recommendation(final, derived.facts, firings),
-        figures={name: FigureOut(value=f.value, unit=f.unit, description=f.description)
-                 for name, f in derived.figures.items()},
+        figures=_figures(derived, final, knowledge),
         warnings=_warnings(firings, params, final),
-        assumptions=[AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
+        assumptions=assumed + [AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),
         ruleset=RulesetId(digest=ruleset.digest, engine=backend.version, directory=ruleset.directory,
                           knowledge_directory=knowledge.directory, files=ruleset.files),
         facts=derived.facts,
+        alternatives=alternatives,
     )
     return answer, firings, final
+
+
+def _figures(derived, final: dict, knowledge: Knowledge) -> dict[str, FigureOut]:
+    """The figures the rules saw, then the plan figures of the recommendation (time to result)."""
+    out = {name: FigureOut(value=f.value, unit=f.unit, description=f.description)
+           for name, f in derived.figures.items()}
+    for name, value in plan_figures(final, knowledge).items():
+        _, unit, description = PLAN_FIGURE_SPECS[name]
+        out[name] = FigureOut(value=value, unit=unit, description=description)
+    return out

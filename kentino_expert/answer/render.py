@@ -43,6 +43,22 @@ def provisional_heading(count: int) -> str:
     return f"Provisional because {count} fact(s) worth asking for are not given (most decisive first):"
 
 
+def alternative_plan(alternative) -> str:
+    """An alternative build in a few words: `multi-node-ib, 4 x 8 x l40 at bf16`."""
+    nodes = f"{alternative.nodes} x " if alternative.nodes is not None else ""
+    at = f" at {alternative.precision}" if alternative.precision else ""
+    return f"{alternative.kind}, {nodes}{alternative.gpus_per_node} x {alternative.gpu}{at}"
+
+
+def deciding_figure(alternative) -> str:
+    """`works, time_to_result_days 27.7 days` / `does not work, recommended_nodes 6 nodes`."""
+    verdict = "works" if alternative.works else "does not work"
+    figure = alternative.figure
+    if figure is None or figure.value is None:
+        return verdict
+    return f"{verdict}, {figure.name} {_figure(figure.value)} {figure.unit}".rstrip()
+
+
 def to_json(answer: Answer, questions=None) -> str:
     """The answer's JSON (the questions are a decision's: the service and `--log` give them)."""
     return fastjson.dumps(answer.model_dump(mode="json"), indent=True)
@@ -64,6 +80,11 @@ def to_text(answer: Answer, questions=None) -> str:
     if answer.warnings:
         lines.append("Warnings:")
         lines += [f"  ! [{w.code}] {w.message} ({', '.join(w.heuristics)})" for w in answer.warnings]
+        lines.append("")
+    if answer.alternatives:
+        lines.append("Alternatives:")
+        lines += [f"  {'+' if a.works else '-'} {alternative_plan(a)} ({deciding_figure(a)}): {a.why}"
+                  for a in answer.alternatives]
         lines.append("")
     lines.append("Why:")
     for step in answer.trace:
@@ -93,6 +114,10 @@ def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = No
     if answer.warnings:
         out += ["## Warnings", ""]
         out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
+    if answer.alternatives:
+        out += ["## Alternatives", "", "| build | works | deciding figure | why |", "|---|---|---|---|"]
+        out += [f"| {alternative_plan(a)} | {'yes' if a.works else 'no'} | {_figure_cell(a)} | {a.why} |"
+                for a in answer.alternatives] + [""]
     drawn = charts_of(answer.model_dump(mode="json"), charts or ChartContext())
     if drawn:
         out += ["## Charts", ""] + [line for chart in drawn for line in chart_markdown(chart)]
@@ -108,6 +133,13 @@ def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = No
             f"- rules: `{answer.ruleset.directory}`", f"- knowledge: `{answer.ruleset.knowledge_directory}`"]
     out += [f"- `{name}`: `{digest[:16]}`" for name, digest in sorted(answer.ruleset.files.items())]
     return "\n".join(out) + "\n"
+
+
+def _figure_cell(alternative) -> str:
+    figure = alternative.figure
+    if figure is None or figure.value is None:
+        return ""
+    return f"{figure.name} = {_figure(figure.value)} {figure.unit}".rstrip()
 
 
 FORMATS = {"text": to_text, "json": to_json, "markdown": to_markdown}

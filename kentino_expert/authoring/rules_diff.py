@@ -31,15 +31,20 @@ class Change:
     rules_changed: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        return {"scenario": self.name, "old": _show(self.old), "new": _show(self.new),
+        card = _card(self.old) != _card(self.new)  # the card is shown when the build search moved it
+        return {"scenario": self.name, "old": _show(self.old, card), "new": _show(self.new, card),
                 "rules_changed": list(self.rules_changed)}
 
 
-def _show(answer) -> str:
+def _card(answer):
+    return None if isinstance(answer, str) else answer[3]
+
+
+def _show(answer, card: bool = False) -> str:
     if isinstance(answer, str):
         return answer
-    kind, nodes, precision = answer
-    return f"{kind}/{nodes}/{precision}"
+    kind, nodes, precision, gpu = answer
+    return f"{kind}/{nodes}/{precision}" + (f" on {gpu}" if card else "")
 
 
 def grid_scenarios() -> list[Scenario]:
@@ -122,11 +127,11 @@ def _answer(expert, facts):
     except KentinoError as exc:
         return f"error: {exc}", ()
     rec = answer.recommendation
-    return (rec.kind, rec.nodes, rec.precision), tuple(step.rule for step in answer.trace)
+    return (rec.kind, rec.nodes, rec.precision, rec.gpu), tuple(step.rule for step in answer.trace)
 
 
 def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
-    """Every scenario whose answer (kind, nodes, precision) or whose firing rules differ."""
+    """Every scenario whose answer (kind, nodes, precision, card) or whose firing rules differ."""
     changes = []
     for index, scenario in enumerate(scenarios):
         old, old_rules = _answer(old_expert, scenario.facts)
@@ -144,5 +149,6 @@ def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
              f"base `{old_digest[:16]}` -> new `{new_digest[:16]}`", ""]
     if changes:
         lines += ["| scenario | old | new | rules whose firing changed |", "|---|---|---|---|"]
-        lines += [f"| {c.name} | {_show(c.old)} | {_show(c.new)} | {', '.join(c.rules_changed)} |" for c in changes]
+        lines += [f"| {row['scenario']} | {row['old']} | {row['new']} | {', '.join(row['rules_changed'])} |"
+                  for row in (c.as_dict() for c in changes)]
     return "\n".join(lines) + "\n"

@@ -155,7 +155,7 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
             click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  "
                        f"(rules: {', '.join(row['rules_changed']) or '-'})")
         moved = sum(1 for c in changes if c.old != c.new)
-        click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision, "
+        click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision/card, "
                    f"{len(changes) - moved} in the rules that decided)")
     sys.exit(1 if changes else 0)
 

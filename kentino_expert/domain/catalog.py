@@ -80,6 +80,7 @@ class GpuSpec(BaseModel):
     form_factor: Literal["pcie", "sxm"]
     intra_node_link: str
     kentino_ships: bool
+    node_shapes: tuple[PositiveInt, ...] = ()  # GPUs per node Kentino sells it in (the build search's shapes)
     aliases: tuple[str, ...] = ()
     source: str
 
@@ -204,6 +205,9 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     files["heuristics.yaml"] = hashlib.sha256(text.encode()).hexdigest()
     heuristics = _heuristics(catalog, root / "heuristics.yaml")
     for gpu in tables["gpus"].values():
+        if gpu.kentino_ships and not gpu.node_shapes:
+            raise KnowledgeError(f"gpu '{gpu.id}': a card Kentino ships needs node_shapes (GPUs per node it is "
+                                 "sold in)", location=Location(str(root / "gpus.yaml")))
         if gpu.intra_node_link not in tables["links"]:
             raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
                                  location=Location(str(root / "gpus.yaml")))

@@ -8,6 +8,7 @@ from ..errors import EngineError
 from ..lang.valuetypes import BOOL, NUMBER, enum_of
 from . import sizing
 from .catalog import GpuSpec, Knowledge, LinkSpec, ModelSpec
+from .deadlines import DEADLINE_AT_LEAST_ONE, DEADLINE_FIGURE_SPECS, deadline_figures
 from .scaling import calibrated_model
 from .vocabulary import INFERENCE_TASKS, PRECISIONS, TRAINING_TASKS
 
@@ -74,6 +75,7 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "proposed_total_gpus": (NUMBER, "GPUs", "GPUs in the proposed build"),
     "proposed_tp_efficiency": (NUMBER, "per GPU", "TP across the proposed build"),
     "proposed_one_node_efficiency": (NUMBER, "per GPU", "TP over the same GPUs in one node"),
+    **DEADLINE_FIGURE_SPECS,
 }
 
 
@@ -82,7 +84,7 @@ FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extrem
 AT_LEAST_ONE = frozenset({
     "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
     "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "training_nodes",
-    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"})
+    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"}) | DEADLINE_AT_LEAST_ONE
 
 
 def figure_range(name: str) -> tuple[float, float]:
@@ -119,6 +121,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
             _full_node_figures(values, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
+        deadline_figures(values, facts, gpu, gpus, link, knowledge)
     return {name: Figure(name, _checked(name, value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
             for name, value in values.items()}
 

@@ -2,7 +2,7 @@
 properties rules add (conclusions, recommendation fields, warning keys), with their types."""
 from __future__ import annotations
 
-from ..lang.valuetypes import NUMBER, TEXT, enum_of
+from ..lang.valuetypes import BOOL, NUMBER, TEXT, enum_of
 from .vocabulary import KINDS, LATENCIES, PRECISIONS, TASKS, TENANCIES
 
 # Facts as the rules see them (proposed_build is flattened); enums list their values.
@@ -13,6 +13,13 @@ FACT_TYPES: dict[str, object] = {
     "latency": enum_of(LATENCIES), "tenancy": enum_of(TENANCIES),
     "training_tokens": NUMBER, "corpus_tokens": NUMBER, "deadline_days": NUMBER,
     "proposed_nodes": NUMBER, "proposed_gpus_per_node": NUMBER, "proposed_gpu": TEXT, "interconnect": TEXT,
+}
+
+# What the build search (answer/search.py) tells the rules when it moved the recommendation off the build
+# the buyer named: that build's plan, and why it is not one Kentino builds. Absent otherwise.
+SEARCH_TYPES: dict[str, object] = {
+    "named_build_switched": BOOL, "named_gpu": TEXT, "named_gpus_per_node": NUMBER, "named_kind": enum_of(KINDS),
+    "named_nodes": NUMBER, "named_reason": TEXT,
 }
 
 RECOMMENDATION_PREFIX = "recommended_"

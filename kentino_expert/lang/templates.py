@@ -31,6 +31,14 @@ class _Formatter(string.Formatter):
             return str(value)
 
 
+def template_names(template: str) -> set[str]:
+    """The names a template's fields read (none for a template that does not parse)."""
+    try:
+        return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+    except ValueError:
+        return set()
+
+
 def render_template(template: str, env: dict) -> str:
     """Fill `{name:spec}` fields from env; unknown values print as '?'."""
     return render_layers(template, (env,))

@@ -28,6 +28,7 @@ from .namespace import Namespace, build_namespace
 from .policies import read_fact_policies, read_parameters
 from .ranges import Ranges
 from .rulefile import SPECIAL_FILES, Condition, Rule, read_rule_file, read_rules
+from .selection import SELECTION_FILE, SelectionPolicy, read_selection
 
 # Mixed into every digest. It once named the durable backend's version; kept as it was so that the
 # digests logged before stay comparable: a digest identifies the rules and the knowledge, whichever
@@ -66,6 +67,7 @@ class RuleSet:
     digest: str
     diagnostics: tuple[Diagnostic, ...] = ()
     by_id: dict = field(default_factory=dict)
+    selection: SelectionPolicy | None = None  # rules/selection.yaml; without it, no build search
 
     @functools.cached_property
     def parameter_values(self) -> Mapping:
@@ -94,12 +96,13 @@ def _display(path: Path, root: Path) -> str:
 
 
 def read_directory(directory: str | Path, sink: DiagnosticSink):
-    """Read parameters.yaml, facts.yaml and every other *.yaml file of a rule directory."""
+    """Read parameters.yaml, facts.yaml, the optional selection.yaml (kept as read: its names are checked
+    once the namespace is known) and every other *.yaml file of a rule directory."""
     root = Path(directory)
-    files, rules, parameters, policies = {}, [], {}, {}
+    files, rules, parameters, policies, selection = {}, [], {}, {}, None
     if not root.is_dir():
         sink.error(Location(str(root)), "E001", "rule directory not found")
-        return files, rules, parameters, policies
+        return files, rules, parameters, policies, selection
     for path in sorted(root.glob("*.yaml")):
         display, errors = _display(path, root), len(sink.errors)
         data, text = read_rule_file(path, sink, display)
@@ -110,12 +113,14 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
             parameters = read_parameters(data, display, sink)
         elif path.name == "facts.yaml":
             policies = read_fact_policies(data, display, sink)
+        elif path.name == SELECTION_FILE:
+            selection = (data, display)
         else:
             rules.extend(read_rules(data, display, sink))
     for special in SPECIAL_FILES:
         if not (root / special).is_file():
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
-    return files, rules, parameters, policies
+    return files, rules, parameters, policies, selection
 
 
 def _writes(rule: Rule) -> tuple[str, ...]:
@@ -199,7 +204,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     """Load and check a rule directory; raise RuleFileError listing every error found. `backend` (a class of
     engine/backend.py's protocol) adds its reserved names and the rule shapes it cannot run to the checks."""
     sink = sink or DiagnosticSink()
-    files, rules, parameters, policies = read_directory(directory, sink)
+    files, rules, parameters, policies, selection_file = read_directory(directory, sink)
     crosschecks.check_sizing_parameters(files, parameters, sink)
     if sink.has_root_cause:  # a file, or a parameter, that could not be read: later checks would blame others
         raise sink.error_report()
@@ -212,13 +217,14 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     ranked = sorted(enumerate(rules), key=lambda pair: (pair[1].priority, pair[0]))
     compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
                      for order, (_, rule) in enumerate(ranked, start=1))
+    selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
     analyse(compiled, parameters, knowledge, namespace, sink)
     if backend is not None:
         report_shape_problems(backend.shape_problems(compiled), sink)
     if sink.errors:
         raise sink.error_report()
     ruleset = RuleSet(str(directory), compiled, parameters, policies, namespace, knowledge.heuristics, files,
-                      digest_of(files, knowledge), tuple(sink.sorted()))
+                      digest_of(files, knowledge), tuple(sink.sorted()), selection=selection)
     ruleset.by_id.update({rule.id: rule for rule in compiled})
     return ruleset
 
@@ -237,12 +243,13 @@ def _check_across(files, rules, parameters, policies, knowledge, sink, backend) 
     return namespace, ranges
 
 
-def deciding_subset(ruleset: RuleSet, target: str) -> RuleSet:
-    """The rules that can change `target`: those that write it and, transitively, those that write what
-    they read. A rule outside the subset writes only names no rule of the subset reads, so it cannot
-    change when (or whether) a rule of the subset fires: the subset reaches the same `target`.
+def deciding_subset(ruleset: RuleSet, target) -> RuleSet:
+    """The rules that can change `target` (a name, or several): those that write it and, transitively,
+    those that write what they read. A rule outside the subset writes only names no rule of the subset
+    reads, so it cannot change when (or whether) a rule of the subset fires: the subset reaches the same
+    `target`.
     """
-    needed, kept = {target}, set()
+    needed, kept = ({target} if isinstance(target, str) else set(target)), set()
     grew = True
     while grew:
         grew = False

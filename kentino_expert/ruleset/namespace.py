@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..domain.figures import FIGURE_SPECS
-from ..domain.state import FACT_TYPES, RECOMMENDATION_PREFIX, RECOMMENDATION_TYPES, WARNING_PREFIX
+from ..domain.state import FACT_TYPES, RECOMMENDATION_PREFIX, RECOMMENDATION_TYPES, SEARCH_TYPES, WARNING_PREFIX
 from ..lang.valuetypes import NUMBER, conclusion_type
 
 
@@ -13,7 +13,7 @@ class Namespace:
     """Every name a condition may use, with its type and where it comes from."""
 
     types: dict  # name -> type
-    origins: dict  # name -> "fact" | "figure" | "conclusion" | "recommendation" | "parameter"
+    origins: dict  # name -> "fact" | "figure" | "search" | "conclusion" | "recommendation" | "parameter"
     catalog: dict = field(default_factory=dict)  # catalog fact -> (ids, {alias: id})
 
     def type_of(self, name: str):
@@ -32,6 +32,8 @@ def reserved_kind(name: str, parameters, engine_names=()) -> str | None:
         return "a fact"
     if name in FIGURE_SPECS:
         return "a figure"
+    if name in SEARCH_TYPES:
+        return "a name the build search sets"
     if name in RECOMMENDATION_TYPES or name.startswith(RECOMMENDATION_PREFIX):
         return "a recommendation field"
     if name.startswith(WARNING_PREFIX):
@@ -45,7 +47,7 @@ def build_namespace(parameters: dict, conclusions: dict, catalog: dict | None = 
     """`conclusions` maps each concluded name to the list of literal values rules conclude for it."""
     types, origins = {}, {}
     for source, table in (("fact", FACT_TYPES), ("figure", {k: v[0] for k, v in FIGURE_SPECS.items()}),
-                          ("recommendation", RECOMMENDATION_TYPES)):
+                          ("search", SEARCH_TYPES), ("recommendation", RECOMMENDATION_TYPES)):
         for name, kind in table.items():
             types[name], origins[name] = kind, source
     for name, values in conclusions.items():

@@ -1,7 +1,7 @@
 """JSON Schemas for editors and tools: the rule files and the input facts."""
 from __future__ import annotations
 
-from ..domain.vocabulary import KINDS, PRECISIONS
+from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..domain.workload import Workload
 from .policies import DEFAULT_KEYS, DEFAULT_REQUIRED, FACT_KEYS, FACT_REQUIRED, PARAMETER_KEYS, PARAMETER_REQUIRED
 from .rulefile import (
@@ -15,6 +15,7 @@ from .rulefile import (
     THEN_KEYS,
     WARN_KEYS,
 )
+from .selection import CRITERIA, KIND_CLASSES, SELECTION_KEYS, WORKS_KEYS
 
 # What each key of the reader's tables holds, in JSON Schema: the reader's own checks of each (rulefile.py,
 # policies.py). A key added to a table without a kind here fails to generate: the two stay in step.
@@ -70,9 +71,22 @@ def _fact_schema() -> dict:
     return _object(FACT_KEYS, FACT_REQUIRED, kinds)
 
 
+def _selection_schema() -> dict:
+    names = {"type": "array", "items": _TEXT}
+    works = _object(WORKS_KEYS, ("id", "when", "figure", "says"),
+                    {"id": _TEXT, "heuristics": _IDS, "when": _CONDITION, "figure": _TEXT, "says": _TEXT})
+    precisions = {"type": "object", "additionalProperties": False,
+                  "properties": {task: {"type": "array", "items": {"enum": list(PRECISIONS)}} for task in TASKS}}
+    kinds = {"order": {"type": "array", "items": {"enum": list(CRITERIA)}},
+             "kinds": {"type": "array", "items": {"enum": list(KIND_CLASSES)}},
+             "cards": names, "precisions": precisions, "works": {"type": "array", "items": works}, "shown": names}
+    return _object(SELECTION_KEYS, ("order", "kinds", "cards"), kinds)
+
+
 def rules_schema() -> dict:
-    """One schema for every file of rules/: a rules list, the parameters, or the facts policy (one of the
-    three top-level keys; the schema cannot tell which file it is in, `rules check` can)."""
+    """One schema for every file of rules/: a rules list, the parameters, the facts policy, or the build
+    search's selection policy (one of the four top-level keys; the schema cannot tell which file it is in,
+    `rules check` can)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Kentino Expert rule file",
@@ -80,7 +94,8 @@ def rules_schema() -> dict:
         "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
         "properties": {"rules": {"type": "array", "items": _rule_schema()},
                        "parameters": {"type": "object", "additionalProperties": _parameter_schema()},
-                       "facts": {"type": "object", "additionalProperties": _fact_schema()}},
+                       "facts": {"type": "object", "additionalProperties": _fact_schema()},
+                       "selection": _selection_schema()},
     }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..answer.model import (
+    Alternative,
     Answer,
     AssumptionOut,
     FigureOut,
@@ -52,6 +53,9 @@ class Decision(BaseModel):
     trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
     ruleset: RulesetId = Field(description="The rule set that answered.")
     facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    alternatives: list[Alternative] = Field(
+        default=[], description="The best build of every other card the search sized (and the one-node plan "
+                                "where a deadline forced more): builds, where `why_not` is kinds.")
     _response: dict | None = PrivateAttr(default=None)  # the JSON, when the evaluation already made it
 
     @property

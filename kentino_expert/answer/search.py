@@ -1,0 +1,263 @@
+"""The build search: every card Kentino ships in every node shape it sells (and the build the buyer named),
+each sized and decided by the same rules; rules/selection.yaml picks the recommendation and the best plan of
+every other card becomes an alternative.
+
+Only plans are evaluated here (a run without a trace, plans.py); the pipeline then runs the chosen
+candidate's facts once more with the whole rule set and its trace. A faster evaluator can be passed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..domain.derive import apply_defaults
+from ..domain.state import flatten_facts
+from ..domain.workload import Workload
+from ..errors import KentinoError
+from ..lang.semantics import truth_of
+from ..lang.templates import render_layers
+from ..ruleset.compiler import RuleSet
+from ..ruleset.selection import SelectionPolicy, expand_shown
+from .model import Alternative, DecidingFigure
+from .plans import Plan, PlanEvaluator, unit_of
+
+# what a candidate's evaluation may raise on facts it cannot size (a card the buyer did not name is skipped)
+_FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError, RecursionError)
+SEARCH_WHY = "chosen by the build search among the cards Kentino ships (rules/selection.yaml); see alternatives"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One build to size: a card, a node shape (None: the fact's default) and a precision (None: the rules')."""
+
+    gpu: str
+    gpus_per_node: int | None
+    precision: str | None
+    named: bool  # agrees with every part of the build the buyer named (and the buyer named one)
+    order: int
+
+    def facts(self, known: dict) -> dict:
+        out = {**known, "gpu": self.gpu}
+        if self.gpus_per_node is not None:
+            out["gpus_per_node"] = self.gpus_per_node
+        if self.precision is not None:
+            out["precision"] = self.precision
+        return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A candidate's plan and the policy's verdict on it."""
+
+    candidate: Candidate
+    plan: Plan
+    failing: object | None  # the first `works` condition that does not hold, or None: buildable
+    extra: dict = field(default_factory=dict)  # values judged with besides the plan's (a removed deadline)
+
+    @property
+    def works(self) -> bool:
+        return self.failing is None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The chosen candidate, what the answer says about the search, and the alternatives."""
+
+    chosen: Judged
+    facts: dict  # the chosen candidate's facts: the answer's
+    assumed: list = field(default_factory=list)  # (fact, value, why) the search chose for the buyer
+    search_state: dict = field(default_factory=dict)  # named_* (state.SEARCH_TYPES) when the named build lost
+    alternatives: list = field(default_factory=list)
+
+
+def candidates_of(known: dict, knowledge) -> list[Candidate]:
+    """The shipped cards in their shapes, and the build the buyer named (a card Kentino does not ship too)."""
+    named_gpu = knowledge.gpu(known["gpu"]).id if "gpu" in known else None
+    named_shape = known.get("gpus_per_node")
+    cards = [gpu for gpu in knowledge.gpus.values() if gpu.kentino_ships or gpu.id == named_gpu]
+    out = []
+    for card in cards:
+        shapes = list(card.node_shapes)
+        if named_shape is not None:
+            shapes = [named_shape] + [shape for shape in shapes if shape != named_shape]
+        for shape in shapes or [None]:
+            named = (named_gpu is not None or named_shape is not None) and named_gpu in (None, card.id) \
+                and named_shape in (None, shape)
+            out.append(Candidate(card.id, shape, None, named, len(out)))
+    return out
+
+
+def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None) -> Judged:
+    env = {**params, **plan.values, **(extra or {})}
+    failing = next((item for item in policy.works if not truth_of(item.node, env)), None)
+    return Judged(candidate, plan, failing, dict(extra or {}))
+
+
+def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool) -> tuple:
+    plan, candidate = judged.plan, judged.candidate
+    values = {
+        "named-build": 0 if candidate.named and (judged.works or not any_buildable) else 1,
+        "buildable": 0 if judged.works else 1,
+        "flow-precision": 0 if candidate.precision is None else 1,
+        "lighter-kind": _index(policy.kinds, plan.kind_class),
+        "fewer-gpus": plan.gpus,
+        "fewer-nodes": plan.nodes or 1,
+        "card-preference": _index(policy.cards, candidate.gpu),
+    }
+    return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
+
+
+def _bound(candidate: Candidate, policy: SelectionPolicy) -> tuple:
+    """The best rank a candidate not yet sized could have once a buildable plan is known."""
+    values = {
+        "named-build": 0 if candidate.named else 1, "buildable": 0,
+        "flow-precision": 0 if candidate.precision is None else 1, "lighter-kind": 0,
+        "fewer-gpus": candidate.gpus_per_node or 1, "fewer-nodes": 1,
+        "card-preference": _index(policy.cards, candidate.gpu),
+    }
+    return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
+
+
+def _index(values: tuple, value) -> int:
+    return values.index(value) if value in values else len(values)
+
+
+def _size(candidates, known, evaluator, policy, params, task, every: bool) -> list[Judged]:
+    """The judged plans, sizing the most promising candidates first. With `every` false it stops once a
+    buildable plan outranks the best any candidate left could reach (what the pick needs; alternatives need
+    `every`). On a build whose own plan is not buildable the other precisions the task allows are tried
+    too (when the buyer named none), kept when they take effect; `flow-precision` ranks them after.
+
+    A candidate that fails to size is left out unless it is the buyer's own build or every one fails (then
+    the first error is the answer's)."""
+    pending, judged, first_error = list(candidates), [], None
+    best = None
+    while pending:
+        pending.sort(key=lambda candidate: _bound(candidate, policy))
+        if not every and best is not None and _rank(best, policy, True) < _bound(pending[0], policy):
+            break
+        candidate = pending.pop(0)
+        try:
+            plan = evaluator.plan_of(candidate.facts(known))
+        except _FAILURES as exc:
+            if candidate.named and candidate.precision is None:
+                raise
+            first_error = first_error or exc
+            continue
+        if candidate.precision is not None and plan.precision != candidate.precision:
+            continue  # the rules did not take the forced precision: the rules' own plan already stands
+        item = judge(candidate, plan, policy, params)
+        judged.append(item)
+        if item.works and (best is None or _rank(item, policy, True) < _rank(best, policy, True)):
+            best = item
+        if not item.works and candidate.precision is None and "precision" not in known:
+            pending += [Candidate(candidate.gpu, candidate.gpus_per_node, precision, candidate.named, candidate.order)
+                        for precision in policy.precisions.get(task, ()) if precision != plan.precision]
+    if not judged and first_error is not None:
+        raise first_error
+    return judged
+
+
+def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator,
+           alternatives: bool = True) -> SearchResult:
+    """Size every candidate, pick the recommendation by the policy, and (with `alternatives`) list the others."""
+    policy, params = ruleset.selection, ruleset.parameter_values
+    known = workload.known()
+    judged = _size(candidates_of(known, knowledge), known, evaluator, policy, params, workload.task, alternatives)
+    any_buildable = any(item.works for item in judged)
+    ranked = sorted(judged, key=lambda item: _rank(item, policy, any_buildable))
+    chosen = ranked[0]
+    facts = chosen.candidate.facts(known)
+    result = SearchResult(chosen, facts, _assumed(chosen, known, ruleset), _switch_state(ranked, chosen, params))
+    if alternatives:
+        result.alternatives.extend(_alternatives(ranked, chosen, known, evaluator, policy, params))
+    return result
+
+
+def _assumed(chosen: Judged, known: dict, ruleset: RuleSet) -> list[tuple]:
+    """(fact, value, why) for each part of the build the search chose: a fact default's own reason when the
+    search kept the default's value."""
+    _, defaults = apply_defaults(flatten_facts(known), ruleset.fact_policies)
+    default_of = {a.fact: a for a in defaults}
+    out = []
+    candidate = chosen.candidate
+    for fact, value in (("gpu", candidate.gpu), ("gpus_per_node", candidate.gpus_per_node),
+                        ("precision", candidate.precision)):
+        if value is None or fact in known:
+            continue
+        default = default_of.get(fact)
+        out.append((fact, value, default.why if default is not None and default.value == value else SEARCH_WHY))
+    return out
+
+
+def _reason(judged: Judged, params) -> str:
+    """The failing condition's sentence, or why a buildable plan lost."""
+    if judged.failing is None:
+        return "it is buildable, but rules/selection.yaml ranks another build first."
+    return render_layers(judged.failing.says, (judged.extra, judged.plan.values, params))
+
+
+def _switch_state(ranked: list[Judged], chosen: Judged, params) -> dict:
+    """named_* when the buyer named a build and the recommendation moved off it."""
+    named = next((item for item in ranked if item.candidate.named), None)
+    if named is None or chosen.candidate.named:
+        return {}
+    plan = named.plan
+    state = {"named_build_switched": True, "named_gpu": named.candidate.gpu, "named_reason": _reason(named, params)}
+    for name, value in (("named_gpus_per_node", plan.gpus_per_node), ("named_kind", plan.kind),
+                        ("named_nodes", plan.nodes)):
+        if value is not None:
+            state[name] = value
+    return state
+
+
+def _alternatives(ranked, chosen, known, evaluator, policy, params) -> list[Alternative]:
+    """The slower plan without the deadline (when the deadline forced more nodes), the named build when the
+    recommendation left it, and the best plan of every other card, in the policy's order."""
+    picked: list[Judged] = []
+    slower = _without_deadline(chosen, known, evaluator, policy, params)
+    if slower is not None:
+        picked.append(slower)
+    named = next((item for item in ranked if item.candidate.named), None)
+    if named is not None and named is not chosen:
+        picked.append(named)
+    cards = {chosen.candidate.gpu} | {item.candidate.gpu for item in picked}
+    for item in ranked:
+        if item.candidate.gpu not in cards:
+            cards.add(item.candidate.gpu)
+            picked.append(item)
+    return [_alternative(item, policy, params) for item in picked if item.plan.kind is not None]
+
+
+def _without_deadline(chosen: Judged, known, evaluator, policy, params) -> Judged | None:
+    """The chosen build's plan without the deadline, judged against it, when it needs fewer nodes."""
+    if "deadline_days" not in known or (chosen.plan.nodes or 1) <= 1:
+        return None
+    facts = {k: v for k, v in chosen.candidate.facts(known).items() if k != "deadline_days"}
+    try:
+        plan = evaluator.plan_of(facts)
+    except _FAILURES:
+        return None
+    if (plan.nodes or 1) >= (chosen.plan.nodes or 1):
+        return None
+    return judge(chosen.candidate, plan, policy, params, {"deadline_days": known["deadline_days"]})
+
+
+def _alternative(judged: Judged, policy: SelectionPolicy, params) -> Alternative:
+    plan = judged.plan
+    values = {**plan.values, **judged.extra}
+    if judged.failing is not None:
+        name = judged.failing.figure
+        why = _reason(judged, params)
+    else:
+        name = next((expand_shown(n, plan.precision or "") for n in policy.shown
+                     if expand_shown(n, plan.precision or "") in values), None)
+        why = plan.because
+    figure = DecidingFigure(name=name, value=values.get(name), unit=unit_of(name)) if name else None
+    return Alternative(gpu=judged.candidate.gpu, gpus_per_node=_count(plan.gpus_per_node) or 0, kind=plan.kind,
+                       nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why)
+
+
+def _count(value) -> int | None:
+    """A count as the recommendation reports it: a rule may compute a fraction (a PM's `nodes: params_b / 3`),
+    which the recommendation truncates; the alternative says the same."""
+    return None if value is None else int(value)

@@ -1,0 +1,155 @@
+"""Deadlines and time to result: the nodes a training deadline needs (DP across nodes over the fabric), and
+the days a recommended plan takes (a plan figure, computed from the recommendation after the rules ran).
+
+The unit of a training plan is the nodes that hold its state (`training_nodes`: TP inside each node, PP
+across them); a deadline adds whole units that train data-parallel over the inter-node fabric. One unit
+takes `days_on_one_node / (k x pp_efficiency(k))` days (the `days_on_plan` of figures.py); `u` units
+speed that up by `u x dp(u k) / dp(k)`, so one unit is exactly its own time.
+"""
+from __future__ import annotations
+
+import math
+
+from ..lang.valuetypes import BOOL, NUMBER
+from .catalog import Knowledge, LinkSpec
+from .scaling import ScalingModel, calibrated_model
+
+# name: (type, unit, description), as figures.FIGURE_SPECS: rules read these
+DEADLINE_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
+    "nodes_for_deadline": (NUMBER, "nodes", "nodes that meet deadline_days: whole units of training_nodes, "
+                                            "DP across the units"),
+    "deadline_dp_efficiency": (NUMBER, "per GPU", "DP efficiency across the nodes_for_deadline nodes"),
+    "deadline_reachable": (BOOL, "", "some node count meets deadline_days at the projected DP efficiency "
+                                     "(when not, nodes_for_deadline is the search's bound)"),
+}
+DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline"})
+
+# computed after the rules, from the recommendation: in the answer's figures, not in the rules' namespace
+PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
+    "time_to_result_days": (NUMBER, "days", "time to result on the recommended plan (training, or a batch "
+                                            "corpus)"),
+}
+
+# the state names plan_figures reads: two final states equal on these (and on the recommendation) have
+# equal plan figures
+PLAN_FIGURE_INPUTS = frozenset({
+    "task", "gpu", "gpus_per_node", "interconnect", "days_on_one_node", "training_nodes", "corpus_tokens",
+    "node_tokens_per_s_fp8", "node_tokens_per_s_int4"})
+
+# A bound of the search for a deadline's node count, not a policy number: far beyond any cluster, so a
+# deadline no count below it meets is out of reach of DP over this fabric (and nodes_for_deadline is then
+# this bound: the count only grows as the deadline shrinks).
+SEARCH_LIMIT_NODES = 100_000
+
+
+def dp_efficiency_at_scale(model: ScalingModel, nodes: int, gpus_per_node: int, intra: LinkSpec,
+                           inter: LinkSpec) -> float:
+    """DP across `nodes` boxes with a tree all-reduce between them: the ring's bandwidth term, with the
+    inter-node latency growing as log2(nodes) instead of nodes - 1.
+
+    NCCL switches to double binary trees between nodes at scale for this reason ("Massively Scale Your
+    Deep Learning Training with NCCL 2.4", NVIDIA, 2019: logarithmic latency, full bandwidth). The two are
+    equal at the two nodes the scaling model is calibrated on; the ring's linear term would cap DP's speed-up
+    near 130x whatever the node count.
+    """
+    ring = model.tp_overhead(nodes * gpus_per_node, nodes, intra, inter)
+    if nodes > 1:
+        ring += model.k_latency * (math.log2(nodes) - (nodes - 1)) * inter.latency_us
+    return 1.0 / (1.0 + model.dp_overhead_ratio * ring)
+
+
+def unit_days(days_on_one_node: float, unit: int, gpus_per_node: int, model: ScalingModel, intra: LinkSpec,
+              inter: LinkSpec) -> float:
+    """Days one unit of `unit` nodes takes (TP inside each node, PP across them)."""
+    if unit <= 1:
+        return days_on_one_node
+    return days_on_one_node / unit / model.pp_efficiency(unit, gpus_per_node, intra, inter)
+
+
+def dp_speedup(units: int, unit: int, gpus_per_node: int, model: ScalingModel, intra: LinkSpec,
+               inter: LinkSpec) -> float:
+    """How much faster `units` DP copies of a unit are than one (1 for one unit)."""
+    if units <= 1:
+        return 1.0
+    return units * (dp_efficiency_at_scale(model, units * unit, gpus_per_node, intra, inter)
+                    / dp_efficiency_at_scale(model, unit, gpus_per_node, intra, inter))
+
+
+def plan_days(days_on_one_node: float, nodes: int, unit: int, gpus_per_node: int, model: ScalingModel,
+              intra: LinkSpec, inter: LinkSpec | None) -> float:
+    """Days a training plan of `nodes` nodes in units of `unit` takes."""
+    unit = max(1, min(unit, nodes))
+    if inter is None or nodes <= 1:
+        return days_on_one_node
+    one = unit_days(days_on_one_node, unit, gpus_per_node, model, intra, inter)
+    return one / dp_speedup(nodes // unit, unit, gpus_per_node, model, intra, inter)
+
+
+def units_for_deadline(deadline_days: float, one_unit_days: float, unit: int, gpus_per_node: int,
+                       model: ScalingModel, intra: LinkSpec, inter: LinkSpec) -> int | None:
+    """The fewest DP units that finish within the deadline, or None when no count up to the search limit
+    does (the speed-up grows with the count, so a bisection finds the first)."""
+    def meets(units: int) -> bool:
+        return one_unit_days / dp_speedup(units, unit, gpus_per_node, model, intra, inter) <= deadline_days
+
+    low, high = 1, max(1, SEARCH_LIMIT_NODES // unit)
+    if not meets(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if meets(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec | None, knowledge: Knowledge) -> None:
+    """nodes_for_deadline, deadline_dp_efficiency and deadline_reachable for a training task with
+    training_tokens and deadline_days (added to `values`, figures.py's figures so far)."""
+    if "days_on_one_node" not in values or "deadline_days" not in facts or link is None:
+        return
+    model = calibrated_model(knowledge)
+    intra = knowledge.link(gpu.intra_node_link)
+    unit = int(values.get("training_nodes", 1))
+    one = unit_days(values["days_on_one_node"], unit, gpus, model, intra, link)
+    units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
+    values["deadline_reachable"] = units is not None
+    if units is None:
+        # out of reach: the count is the search's bound, so a shorter deadline never names fewer nodes
+        units = max(1, SEARCH_LIMIT_NODES // unit)
+    values["nodes_for_deadline"] = units * unit
+    values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, units * unit, gpus, intra, link)
+
+
+def _whole(value) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 else None
+
+
+def plan_figures(state: dict, knowledge: Knowledge) -> dict:
+    """The plan figures (PLAN_FIGURE_SPECS) of a final state: name -> value (only those its facts allow)."""
+    nodes = _whole(state.get("recommended_nodes"))
+    if nodes is None:
+        return {}
+    if "days_on_one_node" in state and "gpu" in state and _whole(state.get("gpus_per_node")):
+        return {"time_to_result_days": _rounded(_training_days(state, nodes, knowledge))}
+    per_node = state.get(f"node_tokens_per_s_{state.get('recommended_precision')}")
+    if state.get("task") == "batch-inference" and "corpus_tokens" in state and per_node:
+        return {"time_to_result_days": _rounded(state["corpus_tokens"] / (nodes * per_node) / 86400)}
+    return {}
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.6g}")  # 6 significant digits, as every figure
+
+
+def _training_days(state: dict, nodes: int, knowledge: Knowledge) -> float:
+    """Days of a training plan: its unit is the PP span it recommends, else the nodes its state needs."""
+    gpus = int(state["gpus_per_node"])
+    unit = _whole(state.get("recommended_pp")) or min(nodes, _whole(state.get("training_nodes")) or 1)
+    link_id = state.get("recommended_interconnect")
+    if link_id not in knowledge.links or knowledge.links[link_id].scope != "inter-node":
+        link_id = state.get("interconnect")
+    inter = knowledge.links.get(link_id) if link_id else None
+    intra = knowledge.link(knowledge.gpu(state["gpu"]).intra_node_link)
+    return plan_days(state["days_on_one_node"], nodes, unit, gpus, calibrated_model(knowledge), intra, inter)

@@ -1,0 +1,230 @@
+"""The build search (answer/search.py): candidates, the selection policy, card switches, alternatives, and the
+search turned off or reordered by editing rules/selection.yaml."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kentino_expert.answer.model import Answer
+from kentino_expert.answer.search import candidates_of
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.engine.chaining import run_rules
+from kentino_expert.expert import Expert
+from kentino_expert.service.responses import LoggedDecision
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL_FT_70B_ON_5090 = {"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-5090"}
+
+
+def _copy_rules(tmp_path) -> Path:
+    target = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", target)
+    return target
+
+
+class TestCandidates:
+    """Which builds are sized."""
+
+    def test_every_shipped_card_in_its_shapes(self, expert):
+        """With nothing named: one candidate per shipped card and node shape, none of them named."""
+        found = candidates_of({"task": "inference"}, expert.knowledge)
+        shipped = [(g.id, s) for g in expert.knowledge.gpus.values() if g.kentino_ships for s in g.node_shapes]
+        assert [(c.gpu, c.gpus_per_node) for c in found] == shipped
+        assert not any(c.named for c in found)
+
+    def test_a_named_card_kentino_does_not_ship_is_a_candidate(self, expert):
+        """An H100 SXM named by the buyer is sized too (with the fact's default shape), and is the named one."""
+        found = candidates_of({"task": "inference", "gpu": "H100-SXM"}, expert.knowledge)
+        named = [c for c in found if c.named]
+        assert [(c.gpu, c.gpus_per_node) for c in named] == [("h100-sxm", None)]
+
+    def test_a_named_shape_is_tried_on_every_card(self, expert):
+        """gpus_per_node 4 alone: every shipped card at 4 GPUs is named, and the sold 8-GPU shapes follow."""
+        found = candidates_of({"task": "inference", "gpus_per_node": 4}, expert.knowledge)
+        assert {c.gpu for c in found if c.named} == {"rtx-pro-6000", "rtx-5090", "l40", "l4"}
+        assert all(c.gpus_per_node == 4 for c in found if c.named)
+        assert {c.gpus_per_node for c in found if not c.named} == {8}
+
+
+class TestSelection:
+    """What the bundled policy picks."""
+
+    def test_default_stays_on_the_reference_card(self, expert):
+        """70B chat: every card gives one node, so the card preference keeps the RTX Pro 6000 (and its assumption)."""
+        answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b", "concurrency": 48})
+        assert answer.recommendation.gpu == "rtx-pro-6000"
+        assumed = {a.fact: a.why for a in answer.assumptions}
+        assert assumed["gpu"].startswith("Kentino's reference build")
+        assert {a.gpu for a in answer.alternatives} == {"l40", "rtx-5090", "l4"}
+
+    def test_a_buildable_named_card_is_kept(self, expert):
+        """70B chat on the RTX 5090 fits one node there: the buyer's card stays, with no switch warning."""
+        answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b", "gpu": "rtx-5090",
+                                   "concurrency": 16, "context_tokens": 4096})
+        assert (answer.recommendation.gpu, answer.recommendation.kind) == ("rtx-5090", "single-node")
+        assert "card-switch" not in {w.code for w in answer.warnings}
+
+    def test_named_card_at_frontier_switches_to_a_buildable_one(self, expert):
+        """70B full fine-tuning on the RTX 5090 is frontier (6 nodes); the Pro 6000 does it as a 2-node IB
+        cluster (H-MS-FULL-FT): the answer switches, warns why, and keeps the 5090 plan as an alternative."""
+        answer = expert.recommend(FULL_FT_70B_ON_5090)
+        rec = answer.recommendation
+        assert (rec.kind, rec.nodes, rec.gpu) == ("multi-node-ib", 2, "rtx-pro-6000")
+        assert answer.facts["gpu"] == "rtx-pro-6000"
+        warning = next(w for w in answer.warnings if w.code == "card-switch")
+        assert "rtx-5090" in warning.message and "frontier" in warning.message and warning.heuristics
+        named = next(a for a in answer.alternatives if a.gpu == "rtx-5090")
+        assert (named.kind, named.nodes, named.works) == ("frontier", 6, False)
+        assert (named.figure.name, named.figure.value) == ("recommended_nodes", 6)
+
+    def test_named_card_kept_when_nothing_is_buildable(self, expert):
+        """Pretraining 70B is frontier on every card: the named RTX 5090 stays (no card gives a buildable plan)."""
+        answer = expert.recommend({"task": "pretraining", "model": "llama-3.1-70b", "training_tokens": "15T",
+                                   "gpu": "rtx-5090"})
+        assert (answer.recommendation.kind, answer.recommendation.gpu) == ("frontier", "rtx-5090")
+        assert "card-switch" not in {w.code for w in answer.warnings}
+
+    def test_lighter_kind_beats_the_card_preference(self, expert):
+        """Without a card, a workload that is frontier on the Pro 6000's rivals picks the build that is not."""
+        answer = expert.recommend({"task": "full-finetune", "model": "llama-3.1-70b"})
+        kinds = {a.gpu: a.kind for a in answer.alternatives}
+        assert answer.recommendation.kind == "multi-node-ib" and kinds["rtx-5090"] == "frontier"
+
+    def test_alternatives_are_one_per_other_card(self, expert):
+        """The chosen card is not repeated; every other card appears once."""
+        answer = expert.recommend(FULL_FT_70B_ON_5090)
+        cards = [a.gpu for a in answer.alternatives]
+        assert sorted(cards) == sorted(set(cards)) and "rtx-pro-6000" not in cards
+
+    def test_recommendation_matches_the_plan_the_search_chose(self, expert):
+        """The traced run of the chosen facts gives the plan the search evaluated without a trace."""
+        facts = {"task": "inference", "model": "llama-3.1-405b", "concurrency": 600, "tokens_per_s": 5000}
+        answer = expert.recommend(facts)
+        plan = expert.kinds.plan_of({**facts, "gpu": answer.recommendation.gpu, "gpus_per_node": 8})
+        assert (plan.kind, plan.nodes, plan.precision) == (answer.recommendation.kind, answer.recommendation.nodes,
+                                                           answer.recommendation.precision)
+
+    def test_kind_of_is_the_searched_kind(self, expert):
+        """The what-if kind agrees with the recommendation, the search included."""
+        assert expert.kind_of(FULL_FT_70B_ON_5090) == expert.recommend(FULL_FT_70B_ON_5090).recommendation.kind
+
+    def test_why_not_runs_on_the_chosen_facts(self, expert):
+        """The firings of an answer re-run on its own facts (the chosen card) are the answer's trace."""
+        answer = expert.recommend(FULL_FT_70B_ON_5090)
+        firings, _ = run_rules(expert.ruleset, _state(expert, answer.facts), expert.engine)
+        assert "card-switch" not in {f.rule.source.then.warn[0] for f in firings if f.rule.source.then.warn}
+        switch = "named-build-is-not-buildable"
+        assert [f.rule.id for f in firings] == [s.rule for s in answer.trace if s.rule != switch]
+
+
+def _state(expert, facts):
+    from kentino_expert.domain.derive import derive
+    from kentino_expert.domain.state import unflatten_facts
+    workload = validate_facts(unflatten_facts(facts))
+    return derive(workload, expert.knowledge, expert.ruleset.fact_policies, expert.ruleset.parameter_values).state()
+
+
+class TestDeadlineAlternatives:
+    """The one-node plan stays visible when a deadline forced more nodes."""
+
+    def test_pretraining_8b_in_30_days(self, expert):
+        """8B on 1T tokens in 30 days: 13 nodes (beyond Kentino's 4-node cluster: frontier with the real count),
+        ~28 days; the one-node plan's 349 days are the first alternative."""
+        answer = expert.recommend({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T",
+                                   "deadline_days": 30})
+        rec = answer.recommendation
+        assert (rec.kind, rec.nodes) == ("frontier", 13)
+        assert "13 nodes" in rec.summary and "13+" not in rec.summary
+        assert answer.figures["time_to_result_days"].value <= 30
+        slower = answer.alternatives[0]
+        assert (slower.gpu, slower.kind, slower.nodes, slower.works) == ("rtx-pro-6000", "single-node", 1, False)
+        assert slower.figure.value == pytest.approx(348.5, abs=0.1) and "30-day deadline" in slower.why
+
+    def test_deadline_within_the_ib_cluster(self, expert):
+        """8B on 1T tokens in 120 days: 3 nodes of data parallelism, a multi-node IB cluster Kentino builds."""
+        answer = expert.recommend({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T",
+                                   "deadline_days": 120})
+        rec = answer.recommendation
+        assert (rec.kind, rec.nodes, rec.parallelism.dp) == ("multi-node-ib", 3, 24)
+        assert "deadline-drives-nodes" in {w.code for w in answer.warnings}
+
+
+class TestPolicyFile:
+    """rules/selection.yaml is the policy: without it there is no search, and its order is obeyed."""
+
+    def test_without_selection_file_no_search(self, tmp_path):
+        """Deleting selection.yaml answers the facts as given: the named RTX 5090 stays frontier, no alternatives."""
+        rules = _copy_rules(tmp_path)
+        (rules / "selection.yaml").unlink()
+        expert = Expert(rules_dir=rules)
+        try:
+            answer = expert.recommend(FULL_FT_70B_ON_5090)
+            assert (answer.recommendation.kind, answer.recommendation.gpu) == ("frontier", "rtx-5090")
+            assert answer.alternatives == [] and expert.kind_of(FULL_FT_70B_ON_5090) == "frontier"
+        finally:
+            expert.close()
+
+    def test_order_is_obeyed(self, tmp_path):
+        """With fewer-gpus before the card preference, 70B at 512 requests and 20,000 tokens/s moves to the RTX 5090
+        (15 nodes against the Pro 6000's 17, by the bandwidth-only serving model)."""
+        rules = _copy_rules(tmp_path)
+        path = rules / "selection.yaml"
+        text = path.read_text()
+        path.write_text(text.replace("lighter-kind, card-preference, fewer-gpus", "lighter-kind, fewer-gpus, "
+                                                                                  "card-preference"))
+        facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 512, "tokens_per_s": 20000}
+        expert = Expert(rules_dir=rules)
+        try:
+            moved = expert.recommend(facts).recommendation
+        finally:
+            expert.close()
+        default = Expert().recommend(facts).recommendation
+        assert (default.gpu, default.nodes) == ("rtx-pro-6000", 17)
+        assert (moved.gpu, moved.nodes) == ("rtx-5090", 15)
+
+    def test_card_preference_is_obeyed(self, tmp_path):
+        """Listing the L40 first puts a 70B chat (one node on every card) on the L40."""
+        rules = _copy_rules(tmp_path)
+        path = rules / "selection.yaml"
+        path.write_text(path.read_text().replace("cards: [rtx-pro-6000, l40,", "cards: [l40, rtx-pro-6000,"))
+        expert = Expert(rules_dir=rules)
+        try:
+            answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b"})
+        finally:
+            expert.close()
+        assert answer.recommendation.gpu == "l40"
+        assert next(a.why for a in answer.assumptions if a.fact == "gpu").startswith("chosen by the build search")
+
+
+class TestOlderAnswers:
+    """Answers logged before the build search have no alternatives; they still validate."""
+
+    def test_answer_without_alternatives_validates(self, expert):
+        """An answer's JSON without `alternatives` (a decision log row of an older version) is an Answer with none."""
+        logged = expert.recommend({"task": "inference", "model": "llama-3.1-70b"}).model_dump(mode="json")
+        del logged["alternatives"]
+        assert Answer.model_validate(logged).alternatives == []
+        row = {"decision_id": "d", "created_at": "2026-12-03T00:00:00+00:00", "session_id": None, "turn": None,
+               "source": "cli", "facts": {}, "answer": logged, "kind": "single-node", "digest": "x", "engine": "e"}
+        assert LoggedDecision.model_validate(row).answer.alternatives == []
+
+
+class TestFractionalCounts:
+    """A rule set may compute a count that is not whole; its alternatives still validate."""
+
+    def test_fractional_nodes_are_truncated_like_the_recommendation(self, tmp_path):
+        """A copy of the rules whose 70B full fine-tuning cluster is `training_nodes * 1.25` nodes (2.5 on the Pro
+        6000): the alternatives report whole counts, as the recommendation does."""
+        rules = _copy_rules(tmp_path)
+        flow = rules / "must-scale.yaml"
+        text = flow.read_text()
+        old = "        nodes: max(min_multi_nodes, training_nodes, nodes_for_deadline)\n        tp: gpus_per_node\n"
+        assert old in text
+        flow.write_text(text.replace(old, "        nodes: training_nodes * 1.25\n        tp: gpus_per_node\n", 1))
+        answer = Expert(rules).recommend({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"})
+        pro = next(item for item in answer.alternatives if item.gpu == "rtx-pro-6000")
+        assert pro.nodes == 2
+        assert all(isinstance(item.nodes, int) for item in answer.alternatives if item.nodes is not None)
+        assert answer.recommendation.nodes == int(answer.recommendation.nodes)
