@@ -10,10 +10,20 @@ _FROZEN = ConfigDict(frozen=True)
 
 
 class Parallelism(BaseModel):
+    """TP x PP x DP of the plan, and how a training plan shards its state (`fsdp`: FSDP / ZeRO-3; absent when
+    every GPU keeps the whole state or the plan does not train)."""
     model_config = _FROZEN
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
+    sharding: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_sharding(self, handler):
+        data = handler(self)
+        if self.sharding is None:  # answers logged before the field existed compare equal
+            data.pop("sharding", None)
+        return data
 
 
 class Recommendation(BaseModel):

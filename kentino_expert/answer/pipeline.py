@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..domain.catalog import Knowledge
 from ..domain.derive import derive
+from ..domain.plan import plan_figures
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
 from ..domain.workload import Workload
 from ..engine.chaining import run_rules
@@ -37,9 +38,11 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         "nodes": field("nodes"), "gpus_per_node": field("gpus_per_node") or facts.get("gpus_per_node"),
         "gpu": field("gpu") or facts.get("gpu"), "precision": field("precision"), "replicas": field("replicas"),
         "interconnect": field("interconnect"), "tp": field("tp"), "pp": field("pp"), "dp": field("dp"),
+        "sharding": field("sharding"),
     }
-    if values["interconnect"] == "none":
-        values["interconnect"] = None
+    for name in ("interconnect", "sharding"):
+        if values[name] == "none":
+            values[name] = None
     unit = f"{values['pp']}-node" if values.get("pp") else "one node"
     template = _SUMMARY["dp-replicas-of-units" if kind == "dp-replicas" and values.get("pp") else kind]
     summary = render_template(template, {**values, "unit": f"{unit} {values['gpus_per_node']} x {values['gpu']}"})
@@ -48,8 +51,15 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         summary += " " + reasons[0]
     return Recommendation(kind=kind, nodes=_int(values["nodes"]), gpus_per_node=_int(values["gpus_per_node"]),
                           gpu=values["gpu"], precision=values["precision"], replicas=_int(values["replicas"]),
-                          parallelism=Parallelism(tp=_int(values["tp"]), pp=_int(values["pp"]), dp=_int(values["dp"])),
+                          parallelism=Parallelism(tp=_int(values["tp"]), pp=_int(values["pp"]), dp=_int(values["dp"]),
+                                                  sharding=values["sharding"]),
                           interconnect=values["interconnect"], summary=summary)
+
+
+def _plan_of(rec: Recommendation) -> dict:
+    """The recommendation as the plan the domain's plan figures describe."""
+    return {"kind": rec.kind, "precision": rec.precision, "nodes": rec.nodes, "replicas": rec.replicas,
+            "gpu": rec.gpu, "gpus_per_node": rec.gpus_per_node, **rec.parallelism.model_dump()}
 
 
 def _int(value):
@@ -89,11 +99,14 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     derived = derive(workload, knowledge, ruleset.fact_policies, ruleset.parameter_values)
     firings, final = run_rules(ruleset, derived.state(), backend)
     params = ruleset.parameter_values
+    recommendation = _recommendation(final, derived.facts, firings)
+    figures = {**derived.figures, **plan_figures(_plan_of(recommendation), derived.facts, derived.model, knowledge,
+                                                  params)}
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
-        recommendation=_recommendation(final, derived.facts, firings),
+        recommendation=recommendation,
         figures={name: FigureOut(value=f.value, unit=f.unit, description=f.description)
-                 for name, f in derived.figures.items()},
+                 for name, f in figures.items()},
         warnings=_warnings(firings, params, final),
         assumptions=[AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),

@@ -15,7 +15,8 @@ from .diagnostics import DiagnosticSink
 
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
 THEN_KEYS = ("conclude", "recommend", "warn")
-RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
+RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "sharding", "interconnect", "gpu",
+                  "gpus_per_node")
 SPECIAL_FILES = ("parameters.yaml", "facts.yaml")
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
