@@ -11,12 +11,14 @@ from kentino_expert.domain import pergpu, sizing
 from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.domain.figures_serving import serving_load
 from kentino_expert.domain.plan import plan_figures
+from kentino_expert.expert import Expert
 
 K = load_knowledge(Path(__file__).resolve().parent.parent / "knowledge")
 C = K.sizing
 PRO = K.gpu("rtx-pro-6000")
 PARAMS = {"weights_fraction_max": 0.7, "workload_fraction_max": 0.9, "training_fraction_max": 0.9}
 OVERHEAD = 0.05 * 96  # runtime overhead of each 96 GB GPU
+EXPERT = Expert(backend="reference")
 
 
 def load_of(model_id: str, precision: str = "fp8", context: int = 8192, gpu: str = "rtx-pro-6000"):
@@ -110,6 +112,59 @@ class TestTraining:
         """When the gathered module alone exceeds the per-GPU limit, no number of nodes holds the job."""
         load = pergpu.TrainingLoad(states_gb=1000, tokens_gb=10, gathered_gb=50)
         assert pergpu.training_nodes(load, 8, 40) is None
+
+    def test_a_module_beyond_the_gathered_share_is_split_by_tp(self):
+        """A gathered module over gathered_share_max of the limit is capped there (TP splits it); a smaller one stays whole."""
+        share = C["training"]["gathered_share_max"]
+        huge = pergpu.TrainingLoad(states_gb=1000, tokens_gb=10, gathered_gb=50)
+        small = pergpu.TrainingLoad(states_gb=1000, tokens_gb=10, gathered_gb=4)
+        assert pergpu.laid_out(huge, 40, C["training"]).gathered_gb == share * 40
+        assert pergpu.laid_out(small, 40, C["training"]) == small
+        assert pergpu.training_nodes(pergpu.laid_out(huge, 40, C["training"]), 8, 40) is not None
+
+    def test_a_bigger_module_never_needs_fewer_nodes(self):
+        """Node counts grow with the gathered module across the cap (no cliff where splitting buys fewer GPUs)."""
+        counts = [pergpu.training_nodes(pergpu.laid_out(pergpu.TrainingLoad(1000, 10, gathered), 40, C["training"]),
+                                        8, 40) for gathered in (2, 10, 19, 20, 21, 39, 60)]
+        assert counts == sorted(counts)
+
+
+class TestAnswers:
+    """The per-GPU layout as the whole pipeline answers it."""
+
+    def test_multi_node_training_names_fsdp(self):
+        """70B full fine-tuning on L40 is sharded over its 5 nodes with FSDP / ZeRO-3, within the card."""
+        answer = EXPERT.recommend({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"})
+        assert answer.recommendation.parallelism.sharding == "fsdp"
+        assert answer.recommendation.nodes == answer.figures["training_nodes"].value == 5
+        assert answer.figures["plan_gpu_memory_fraction"].value <= 0.9
+
+    def test_lora_70b_names_fsdp_on_one_node(self):
+        """70B LoRA's 141 GB BF16 base cannot sit whole on a 96 GB card: the one-node plan names FSDP."""
+        answer = EXPERT.recommend({"task": "lora", "model": "llama-3.1-70b"})
+        assert (answer.recommendation.nodes, answer.recommendation.parallelism.sharding) == (1, "fsdp")
+
+    def test_8b_lora_keeps_every_gpu_whole(self):
+        """8B LoRA fits each GPU whole: the plan names no sharding (DDP)."""
+        answer = EXPERT.recommend({"task": "lora", "model": "llama-3.1-8b"})
+        assert answer.recommendation.parallelism.sharding is None
+        assert answer.figures["training_sharding"].value == pergpu.REPLICATED
+
+    def test_replicas_kept_when_users_need_their_speed(self):
+        """70B for 256 interactive users: enough replicas that each user decodes at 25 tokens/s, no warning."""
+        answer = EXPERT.recommend({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256,
+                                   "context_tokens": 4096, "latency": "interactive"})
+        assert answer.recommendation.nodes >= answer.figures["latency_nodes_fp8"].value
+        assert answer.figures["per_user_tokens_per_s"].value >= 25
+        assert "decode-speed-below-target" not in {w.code for w in answer.warnings}
+
+    def test_a_unit_that_misses_the_speed_warns_naming_the_figure(self):
+        """A frontier unit that cannot give 600 interactive users 25 tokens/s each says so and names the figure."""
+        answer = EXPERT.recommend({"task": "inference", "model": "deepseek-v3", "concurrency": 600,
+                                   "context_tokens": 8192, "latency": "interactive", "tokens_per_s": 3000})
+        warning = next(w for w in answer.warnings if w.code == "decode-speed-below-target")
+        assert "per_user_tokens_per_s" in warning.message
+        assert answer.figures["per_user_tokens_per_s"].value < 25
 
 
 class TestPlanFigures:

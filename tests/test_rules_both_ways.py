@@ -71,6 +71,7 @@ NOT_FIRING = {
     "one-node-is-the-market": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "a cluster"),
     "int4-asked-for-training": ({"task": "full-finetune", "params_b": 13, "precision": "bf16"}, "BF16 was asked for"),
     "precision-asked-for-is-not-the-plan": ({"task": "inference", "model": "llama-3.1-70b", "precision": "fp8"}, "FP8 asked, FP8 served"),
+    "users-miss-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "context_tokens": 4096, "latency": "interactive"}, "replicas give every user the speed"),
     "one-node-misses-the-deadline": ({"task": "full-finetune", "params_b": 13, "training_tokens": "300B", "deadline_days": 365}, "fits the deadline"),
 }
 

@@ -68,6 +68,9 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                                     "class (knowledge/latency.yaml, from MLPerf's time-per-output-token limits)"),
     "latency_demand_tokens_per_s": (NUMBER, "tokens/s", "concurrency x latency_target_tokens_per_s: the decode "
                                     "every user at the latency target needs"),
+    "latency_nodes_fp8": (NUMBER, "nodes", "nodes whose FP8 decode gives each concurrent user the latency target: "
+                          "latency_demand_tokens_per_s / node_tokens_per_s_fp8, rounded up"),
+    "latency_nodes_int4": (NUMBER, "nodes", "the same at INT4"),
     "demand_tokens_per_s": (NUMBER, "tokens/s", "throughput the workload asks for: the largest of the stated "
                             "tokens/s, QPS x tokens per request, the corpus over the deadline and the latency demand"),
     "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that sustain the demand"),
@@ -83,6 +86,8 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "training_gpu_fraction": (NUMBER, "of card memory", "training_gpu_state_gb / card memory"),
     "training_nodes": (NUMBER, "nodes", "nodes whose GPUs hold the training state within the training limit each "
                        "(FSDP over all their GPUs beyond one node)"),
+    "training_sharding_at_nodes": (enum_of(SHARDINGS), "", "how the GPUs of training_nodes nodes hold the state: "
+                                   "training_sharding on one node, fsdp (FSDP / ZeRO-3) over more"),
     "training_gpu_state_gb_at_nodes": (NUMBER, "GB", "training state of each GPU on training_nodes nodes (FSDP / "
                                        "ZeRO-3 over all their GPUs beyond one node)"),
     "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
@@ -127,7 +132,8 @@ FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extrem
 # counts that the sizing makes at least 1 (nodes_for, replicas_needed and ceil of a positive count)
 AT_LEAST_ONE = frozenset({
     "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
-    "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "training_nodes",
+    "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "latency_nodes_fp8",
+    "latency_nodes_int4", "training_nodes",
     "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"})
 TP_MAX = 16  # an in-node TP divides gpus_per_node, at most 16 (domain/workload.py)
 RANGES = {"tp_fp8": (1.0, TP_MAX), "tp_int4": (1.0, TP_MAX)}

@@ -102,7 +102,7 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> per
     if task not in TRAINING_TASKS:
         return None
     limit = params["training_fraction_max"] * gpu.memory_gb
-    load = pergpu.training_load(task, model, knowledge.sizing)
+    load = pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
     sharding = pergpu.training_sharding(load, gpus, limit)
     values["training_state_gb"] = load.total_gb
     values["training_state_fraction"] = load.total_gb / values["node_vram_gb"]
@@ -110,11 +110,12 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> per
     values["training_gpu_state_gb"] = load.gpu_gb(gpus, sharding)
     values["training_gpu_fraction"] = values["training_gpu_state_gb"] / gpu.memory_gb
     nodes = pergpu.training_nodes(load, gpus, limit)
+    values["training_sharding_at_nodes"] = sharding if nodes == 1 else pergpu.SHARDED
     if nodes is not None:  # absent when no count of nodes holds the job (its largest module overflows a GPU)
         values["training_nodes"] = nodes
-        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, sharding if nodes == 1 else pergpu.SHARDED)
+        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, values["training_sharding_at_nodes"])
     if task == "lora":  # what the same job needs as QLoRA: the rules may switch to it
-        qlora = pergpu.training_load("qlora", model, knowledge.sizing)
+        qlora = pergpu.laid_out(pergpu.training_load("qlora", model, knowledge.sizing), limit, knowledge.sizing["training"])
         values["qlora_state_gb"] = qlora.total_gb
         values["qlora_state_fraction"] = qlora.total_gb / values["node_vram_gb"]
         values["qlora_sharding"] = pergpu.training_sharding(qlora, gpus, limit)

@@ -63,6 +63,9 @@ def throughput_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec
     for precision in SERVED:
         per_node = values[f"node_tokens_per_s_{precision}"]
         values[f"replicas_needed_{precision}"] = sizing.replicas_needed(demand, per_node)
+        if "latency_demand_tokens_per_s" in values:
+            values[f"latency_nodes_{precision}"] = sizing.replicas_needed(values["latency_demand_tokens_per_s"],
+                                                                          per_node)
     if "corpus_tokens" in facts:
         values["batch_days_one_node"] = facts["corpus_tokens"] / values["node_tokens_per_s_fp8"] / 86400
 

@@ -10,7 +10,7 @@ each GPU's share of the activations and logits; unsharded (DDP) every GPU keeps 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import EngineError
 from . import architecture, sizing
@@ -138,6 +138,14 @@ def training_load(task: str, model: ModelSpec, constants: dict) -> TrainingLoad:
     states = model.params_b * training["bytes_per_param_full"]
     acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_full"], tokens)
     return TrainingLoad(states, acts, largest * training["gathered_bytes_per_param_full"] / 1e9)
+
+
+def laid_out(load: TrainingLoad, limit_gb: float, training: dict) -> TrainingLoad:
+    """The load as the plan lays it out: the largest module gathered whole on each GPU (DeepSpeed's estimator),
+    unless it would take more than `gathered_share_max` of a GPU's limit: then TP splits it just enough (Megatron
+    splits the embedding by vocabulary), so a bigger module never needs fewer GPUs."""
+    cap = training["gathered_share_max"] * limit_gb
+    return load if load.gathered_gb <= cap else replace(load, gathered_gb=cap)
 
 
 def training_sharding(load: TrainingLoad, gpus: int, limit_gb: float) -> str:

@@ -44,9 +44,9 @@ def _training_gpu_gb(plan, facts, model, gpu, knowledge, params) -> float:
     task = facts["task"]
     if task == "lora" and plan["precision"] == "int4":
         task = "qlora"  # the rules switched a LoRA job to QLoRA
-    load = pergpu.training_load(task, model, knowledge.sizing)
-    gpus = _count(plan, "nodes", 1) * int(plan["gpus_per_node"])
     limit = params["training_fraction_max"] * gpu.memory_gb
+    load = pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
+    gpus = _count(plan, "nodes", 1) * int(plan["gpus_per_node"])
     sharding = plan.get("sharding") or pergpu.training_sharding(load, gpus, limit)
     return load.gpu_gb(gpus, sharding)
 
