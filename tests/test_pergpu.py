@@ -114,7 +114,7 @@ class TestTraining:
         assert pergpu.training_nodes(load, 8, 40) is None
 
     def test_a_module_beyond_the_gathered_share_is_split_by_tp(self):
-        """A gathered module over gathered_share_max of the limit is capped there (TP splits it); a smaller one stays whole."""
+        """A gathered module over gathered_share_max of the limit is capped there (TP splits it); a small one stays."""
         share = C["training"]["gathered_share_max"]
         huge = pergpu.TrainingLoad(states_gb=1000, tokens_gb=10, gathered_gb=50)
         small = pergpu.TrainingLoad(states_gb=1000, tokens_gb=10, gathered_gb=4)
