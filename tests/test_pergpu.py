@@ -166,6 +166,16 @@ class TestAnswers:
         assert "per_user_tokens_per_s" in warning.message
         assert answer.figures["per_user_tokens_per_s"].value < 25
 
+    def test_one_user_bound_by_bandwidth_is_warned(self):
+        """70B INT4 on a 4 x L4 node for one interactive user: 4 x 300 GB/s over ~76 GB read per token is ~16
+        tokens/s, under 25 however few users share the node - the figure is the bound and the plan warns."""
+        answer = EXPERT.recommend({"task": "inference", "model": "llama-3.1-70b", "gpu": "l4", "gpus_per_node": 4,
+                                   "concurrency": 1, "context_tokens": 2048, "latency": "interactive"})
+        per_user = answer.figures["per_user_tokens_per_s"].value
+        assert per_user == pytest.approx(answer.figures["decode_ceiling_tokens_per_s_int4"].value, rel=1e-5)
+        assert 10 < per_user < 25
+        assert "decode-speed-below-target-at-int4" in {w.code for w in answer.warnings}
+
 
 class TestPlanFigures:
     """The recommended plan's busiest GPU and per-user decode speed."""

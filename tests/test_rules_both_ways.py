@@ -72,6 +72,7 @@ NOT_FIRING = {
     "int4-asked-for-training": ({"task": "full-finetune", "params_b": 13, "precision": "bf16"}, "BF16 was asked for"),
     "precision-asked-for-is-not-the-plan": ({"task": "inference", "model": "llama-3.1-70b", "precision": "fp8"}, "FP8 asked, FP8 served"),
     "users-miss-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "context_tokens": 4096, "latency": "interactive"}, "replicas give every user the speed"),
+    "users-miss-their-decode-speed-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l4", "gpus_per_node": 4, "concurrency": 1, "context_tokens": 2048, "latency": "production"}, "5 tokens/s is within the bound"),
     "one-node-misses-the-deadline": ({"task": "full-finetune", "params_b": 13, "training_tokens": "300B", "deadline_days": 365}, "fits the deadline"),
 }
 

@@ -34,6 +34,7 @@ import pytest
 
 from kentino_expert.domain import architecture, pergpu, sizing
 from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.domain.figures_serving import serving_load
 
 K = load_knowledge(Path(__file__).resolve().parent.parent / "knowledge")
 C = K.sizing
@@ -126,3 +127,33 @@ def test_prefill_throughput(model_id, expected):
     """One node's prompt tokens/s within 5% of the independent figure."""
     rate = sizing.prefill_tokens_per_s(K.model(model_id), K.gpu("rtx-pro-6000"), 8, "fp8", K)
     assert rate == pytest.approx(expected, rel=TOLERANCE)
+
+
+# Per-user decode ceiling on one 8 x RTX Pro 6000 node at TP=8, FP8 weights, 8k context (formulas (f), table 7):
+# 1 / step, step = (weights read per token + the batch's BF16 KV) / (8 x 1,597 GB/s). The independent table pools
+# the node's bandwidth; the project reads per rank (vLLM), which is the same wherever TP=8 neither replicates KV
+# heads nor the MLA latent - so the rows below are those models. MoE rows are at batch 1 only: at batch 32 the
+# table counts the distinct experts the batch touches, the project only the active ones (knowledge/sizing.yaml).
+DECODE_BATCH_1 = {"llama-3.1-8b": 1403, "llama-3.1-70b": 174, "llama-3.1-405b": 31, "qwen2.5-14b": 780,
+                  "qwen2.5-72b": 169, "mistral-7b": 1535, "mixtral-8x7b": 916, "llama-4-scout": 680,
+                  "llama-4-maverick": 679, "gpt-oss-120b": 2091, "gpt-oss-20b": 2899}
+DECODE_BATCH_32 = {"llama-3.1-8b": 301, "llama-3.1-70b": 82, "llama-3.1-405b": 24, "qwen2.5-32b": 126,
+                   "qwen2.5-72b": 81, "mistral-7b": 307, "gemma-2-27b": 128}
+
+
+@pytest.mark.parametrize("batch,model_id,expected",
+                         [(1, m, v) for m, v in sorted(DECODE_BATCH_1.items())]
+                         + [(32, m, v) for m, v in sorted(DECODE_BATCH_32.items())])
+def test_decode_ceiling_per_user(batch, model_id, expected):
+    """One user's bandwidth-bound decode speed at the batch within 5% of the independent figure."""
+    load = serving_load(K.model(model_id), K.gpu("rtx-pro-6000"), "fp8", 8192, K,
+                        {"weights_fraction_max": 0.7, "workload_fraction_max": 0.9})
+    assert load.decode_ceiling_tokens_per_s(8, 1, batch) == pytest.approx(expected, rel=TOLERANCE)
+
+
+def test_replicated_kv_slows_decode_below_the_pooled_figure():
+    """Qwen2.5-7B at TP=8 replicates its 4 KV heads: each rank reads twice its share, so 32 users decode well
+    below the pooled 564 tokens/s (the per-rank rule matters, not only memory)."""
+    load = serving_load(K.model("qwen2.5-7b"), K.gpu("rtx-pro-6000"), "fp8", 8192, K,
+                        {"weights_fraction_max": 0.7, "workload_fraction_max": 0.9})
+    assert load.decode_ceiling_tokens_per_s(8, 1, 32) < 0.7 * 564

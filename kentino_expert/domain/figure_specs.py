@@ -57,6 +57,14 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "gpu_memory_gb_int4": (NUMBER, "GB", "the same at INT4 and tp_int4"),
     "gpu_memory_fraction_fp8": (NUMBER, "of card memory", "gpu_memory_gb_fp8 / card memory"),
     "gpu_memory_fraction_int4": (NUMBER, "of card memory", "gpu_memory_gb_int4 / card memory"),
+    "decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the bandwidth bound of one user's decode on a "
+                                        "single-node FP8 replica at tp_fp8 holding its share of the requests: the "
+                                        "card's bandwidth / (active weights / TP + the requests' KV per rank)"),
+    "decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4 and tp_int4 (W4A16 reads "
+                                         "like FP8)"),
+    "unit_decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the same bound on a TP x PP unit over "
+                                             "nodes (TP = gpus_per_node) holding every request"),
+    "unit_decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4"),
     "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate tokens/s of one node at FP8: generated tokens (decode); "
                               "for batch-inference, corpus tokens with generated_share at decode speed and the "
                               "rest at prefill speed"),
@@ -125,7 +133,9 @@ PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                            "ZeRO-3 formula) or the whole state per GPU when unsharded"),
     "plan_gpu_memory_fraction": (NUMBER, "of card memory", "plan_gpu_memory_gb / the plan card's memory"),
     "per_user_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each concurrent request sees on the plan: "
-                              "its nodes' aggregate tokens/s / concurrency (inference plans)"),
+                              "its nodes' aggregate tokens/s / concurrency, at most the bandwidth bound of its TP x "
+                              "PP group at its batch (active weights / TP + the batch's KV per rank, read at the "
+                              "card's memory bandwidth every step) (inference plans)"),
 }
 
 FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extremes the largest is ~1e17

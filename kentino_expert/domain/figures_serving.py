@@ -18,7 +18,10 @@ def serving_load(model: ModelSpec, gpu: GpuSpec, precision: str, context_tokens:
         model=model, weights_gb=sizing.weights_gb(model, precision, constants), context_tokens=context_tokens,
         kv_bytes=constants["kv_cache_bytes"], card_gb=gpu.memory_gb,
         overhead_gb=knowledge.constant("serving", "runtime_overhead_fraction") * gpu.memory_gb,
-        weights_max=params["weights_fraction_max"], workload_max=params["workload_fraction_max"])
+        weights_max=params["weights_fraction_max"], workload_max=params["workload_fraction_max"],
+        # W4A16 decodes no faster than FP8 (int4_speedup_vs_fp8 in knowledge/sizing.yaml): it reads like FP8
+        decode_gb=sizing.decode_bytes_gb(model, "fp8" if precision == "int4" else precision, constants),
+        bandwidth_gbs=gpu.memory_bandwidth_gbs)
 
 
 def memory_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge,
@@ -92,7 +95,12 @@ def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: 
             values[f"dp_replicas_{precision}"] = replicas
             requests = math.ceil(requests / replicas)
         tp = pergpu.in_node_tp(load, gpus, requests) or gpus
-        memory = load.gpu_gb(tp, 1, pergpu.requests_per_group(requests, gpus, tp))
+        per_group = pergpu.requests_per_group(requests, gpus, tp)
+        memory = load.gpu_gb(tp, 1, per_group)
         values[f"tp_{precision}"] = tp
+        values[f"decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(tp, 1, per_group)
+        # a TP x PP unit over nodes holds every request; its ceiling does not depend on PP (the stages' KV adds up)
+        values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(
+            gpus, 1, facts["concurrency"])
         values[f"gpu_memory_gb_{precision}"] = memory
         values[f"gpu_memory_fraction_{precision}"] = memory / gpu.memory_gb

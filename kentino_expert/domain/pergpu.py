@@ -46,6 +46,8 @@ class ServingLoad:
     overhead_gb: float  # runtime overhead of each GPU
     weights_max: float  # weights may take this share of a GPU (the headroom rule)
     workload_max: float  # weights + KV + overhead may take this share
+    decode_gb: float = 0.0  # weights one decode step reads (sizing.decode_bytes_gb)
+    bandwidth_gbs: float = 0.0  # the card's memory bandwidth
 
     def rank_gb_per_request(self, tp: int, pp: int = 1) -> float:
         """KV GB one rank keeps for one request."""
@@ -55,6 +57,13 @@ class ServingLoad:
     def gpu_gb(self, tp: int, pp: int, requests: float) -> float:
         """Memory of each GPU of a TP x PP group holding `requests` requests."""
         return self.weights_gb / (tp * pp) + requests * self.rank_gb_per_request(tp, pp) + self.overhead_gb
+
+    def decode_ceiling_tokens_per_s(self, tp: int, pp: int, requests: float) -> float:
+        """One user's decode speed at most, on a TP x PP group holding `requests`: each step every rank reads its
+        share of the active weights (decode_gb / tp) and its requests' KV cache at its card's bandwidth, and a
+        token passes the pp stages one after another (the bandwidth bound of decode)."""
+        step_s = (self.decode_gb / tp + requests * pp * self.rank_gb_per_request(tp, pp)) / self.bandwidth_gbs
+        return 1 / step_s
 
     def weights_fit(self, tp: int) -> bool:
         return self.weights_gb / tp <= self.weights_max * self.card_gb

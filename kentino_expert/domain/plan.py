@@ -60,8 +60,10 @@ def _serving_figures(plan, facts, model, gpu, knowledge, params) -> dict:
     tp = min(_count(plan, "tp", gpus), gpus)
     load = serving_load(model, gpu, plan["precision"], facts["context_tokens"], knowledge, params)
     per_unit = math.ceil(facts["concurrency"] / units)
-    out = {"plan_gpu_memory_gb": load.gpu_gb(tp, pp, math.ceil(per_unit / max(1, gpus // tp)))}
+    per_group = per_unit if pp > 1 else math.ceil(per_unit / max(1, gpus // tp))
+    out = {"plan_gpu_memory_gb": load.gpu_gb(tp, pp, per_group)}
     if "latency" in facts:
         decode = sizing.serving_tokens_per_s(model, gpu, gpus, plan["precision"], facts["latency"], knowledge)
-        out["per_user_tokens_per_s"] = nodes * decode / facts["concurrency"]
+        ceiling = load.decode_ceiling_tokens_per_s(tp, pp, per_group)
+        out["per_user_tokens_per_s"] = min(nodes * decode / facts["concurrency"], ceiling)
     return out
