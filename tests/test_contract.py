@@ -92,12 +92,13 @@ class TestCli:
         assert markdown.startswith("# Recommendation: single-node")
 
     def test_absent_plan_values_are_omitted(self):
-        """The 70B chat plan sets no PP or DP: the text plan leaves them out instead of printing None."""
+        """The 70B chat plan sets no PP, replicas, sharding or fabric: the text plan leaves them out instead of
+        printing None (TP=2 x DP=4 inside the node: two GPUs hold the FP8 weights and their share of the KV)."""
         for fmt in FORMATS:
             result = run(["recommend", str(ROOT / "examples/70b-chat.yaml"), "--format", fmt])
             assert result.exit_code == 0 and "None" not in result.output, fmt
         text = run(["recommend", str(ROOT / "examples/70b-chat.yaml")]).output
-        assert "Plan: nodes=1, gpus/node=8, gpu=rtx-pro-6000, precision=fp8, tp=8\n" in text
+        assert "Plan: nodes=1, gpus/node=8, gpu=rtx-pro-6000, precision=fp8, tp=2 dp=4\n" in text
 
     def test_stdin(self):
         """`-` reads the facts from standard input (JSON here)."""

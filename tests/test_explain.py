@@ -109,7 +109,7 @@ def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
     shutil.copytree(bundled("rules"), rules)
     params = rules / "parameters.yaml"
     params.write_text(params.read_text().replace("workload_fraction_max:\n    value: 0.9",
-                                                 "workload_fraction_max:\n    value: 0.05"))
+                                                 "workload_fraction_max:\n    value: 0.1"))
     other = Expert(rules)
     assert other.ruleset.digest != expert.ruleset.digest, "the edit must change the digest"
     with open_log(tmp_path / "x.db") as log:

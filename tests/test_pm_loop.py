@@ -110,9 +110,9 @@ class TestRulesCheck:
     def test_misspelt_precision_is_located_with_a_suggestion(self, rules_copy):
         """A recommend.precision outside bf16/fp8/int4 is an error at its column, with the closest precision."""
         _edit(rules_copy / "flow.yaml",
-              "recommend: {kind: single-node, precision: fp8, nodes: 1, tp: gpus_per_node}\n"
+              "recommend: {kind: single-node, precision: fp8, nodes: 1, tp: tp_fp8, dp: gpus_per_node / tp_fp8}\n"
               "    because: \"{params_b:g}B fits one",
-              "recommend: {kind: single-node, precision: fp9, nodes: 1, tp: gpus_per_node}\n"
+              "recommend: {kind: single-node, precision: fp9, nodes: 1, tp: tp_fp8, dp: gpus_per_node / tp_fp8}\n"
               "    because: \"{params_b:g}B fits one")
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2

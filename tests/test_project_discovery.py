@@ -132,7 +132,7 @@ class TestCommandsInACheckout:
         """From a subdirectory of the checkout, `rules check` reads its rules/, finds the error and names them."""
         result = _installed_command(["rules", "check"], checkout / "docs")
         assert result.returncode == 2
-        assert f"rules/must-scale.yaml:166:20: {BAD_PRECISION}" in result.stdout
+        assert f"rules/must-scale.yaml:170:20: {BAD_PRECISION}" in result.stdout
         assert result.stdout.splitlines()[-1] == \
             f"1 error(s), 0 warning(s) (rules: {checkout / 'rules'}, knowledge: {checkout / 'knowledge'})"
 

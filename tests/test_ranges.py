@@ -54,11 +54,14 @@ def test_a_default_outside_the_bounds_widens_the_range():
 
 
 def test_every_numeric_figure_has_a_declared_range():
-    """Each number figure of figures.FIGURE_SPECS has a range; counts the sizing makes at least 1 start at 1."""
+    """Each number figure of figures.FIGURE_SPECS has a range; counts the sizing makes at least 1 start at 1, and
+    an in-node TP is a divisor of at most 16 GPUs."""
     numbers = [name for name, spec in FIGURE_SPECS.items() if spec[0] == NUMBER]
-    assert all(figure_range(name)[1] == FIGURE_MAX for name in numbers)
+    in_node = {"tp_fp8", "tp_int4"}
+    assert all(figure_range(name)[1] == FIGURE_MAX for name in numbers if name not in in_node)
     assert figure_range("replicas_needed_fp8") == (1.0, FIGURE_MAX)
     assert figure_range("weights_fraction_fp8") == (0.0, FIGURE_MAX)
+    assert all(figure_range(name) == (1.0, 16) for name in in_node)
 
 
 @pytest.mark.parametrize("facts", [
@@ -83,12 +86,14 @@ def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, fa
 
 def test_a_figure_outside_its_declared_range_is_refused():
     """derive refuses a figure outside its range (the proof of `rules check` assumes the ranges)."""
-    from kentino_expert.domain.figures import _checked
-    assert _checked("replicas_needed_fp8", 3) == 3
+    from kentino_expert.domain.figures import checked_figure
+    assert checked_figure("replicas_needed_fp8", 3).value == 3
     with pytest.raises(EngineError, match="replicas_needed_fp8 came out as 0, outside its declared range"):
-        _checked("replicas_needed_fp8", 0)
+        checked_figure("replicas_needed_fp8", 0)
     with pytest.raises(EngineError, match="outside its declared range"):
-        _checked("kv_cache_gb", 1e25)
+        checked_figure("kv_cache_gb", 1e25)
+    with pytest.raises(EngineError, match="tp_fp8 came out as 32"):
+        checked_figure("tp_fp8", 32)
 
 
 def test_overflow_is_blamed_on_the_innermost_operation(ranges):
@@ -147,8 +152,10 @@ def test_recommend_divided_by_a_fact_near_zero_is_refused(tmp_path):
 
 
 def test_recommendation_fields_range_over_what_the_rules_recommend(ruleset, ranges):
-    """recommended_tp spans what rules recommend for tp (1 and gpus_per_node): arithmetic on it is provable."""
+    """recommended_tp spans what rules recommend for tp (1, tp_fp8 / tp_int4 and gpus_per_node, all in 1..16):
+    arithmetic on it is provable."""
     ranges.learn_recommendations([rule.source for rule in ruleset.rules], dict(ruleset.parameter_values))
-    assert ranges.of("recommended_tp") == Interval(1.0, 16.0, True)
+    tp = ranges.of("recommended_tp")
+    assert (tp.lo, tp.hi) == (1.0, 16.0)
     assert _value("recommended_nodes * gpus_per_node", ranges).finite
     assert ranges.of("recommended_kind") is None  # text: no arithmetic reads it

@@ -17,7 +17,8 @@ NOT_FIRING = {
     "int4-workload-fits": ({"task": "lora", "model": "deepseek-v3"}, "training tasks have no serving workload"),
     "at-or-beyond-the-405b-cliff": ({"task": "batch-inference", "model": "qwen2.5-72b"}, "72.7B < 405B"),
     "int4-not-on-the-gradient-path": ({"task": "qlora", "params_b": 13}, "QLoRA is the PEFT exception"),
-    "training-state-fits-one-node": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "1.3 TB > 90% of 768 GB"),
+    "training-state-fits-one-node": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "1.45 TB / 8 GPUs > 90% of a 96 GB card"),
+    "users-need-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 16, "latency": "interactive"}, "16 x 25 = 400 tokens/s < one node's 500"),
     "throughput-bound-at-fp8": ({"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 500}, "one node sustains it"),
     "throughput-bound-at-int4": ({"task": "batch-inference", "model": "llama-3.1-405b"}, "no throughput demand"),
     "pcie-only-card": ({"task": "lora", "model": "llama-3.1-8b", "gpu": "h100-sxm"}, "H100 SXM has NVLink"),
@@ -25,7 +26,7 @@ NOT_FIRING = {
     "single-tenant-moderate-concurrency": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 200, "tenancy": "single"}, "200 > 64"),
     "pretraining-70b-plus-is-frontier": ({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "15T"}, "8B < 70B"),
     "beyond-cliff-beyond-an-ib-cluster": ({"task": "inference", "params_b": 1810}, "a 4-node unit is an IB cluster Kentino builds"),
-    "full-finetune-beyond-an-ib-cluster": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "2 nodes <= 4"),
+    "full-finetune-beyond-an-ib-cluster": ({"task": "full-finetune", "model": "llama-3.1-70b"}, "3 nodes <= 4"),
     "full-finetune-70b-plus-needs-ib-cluster": ({"task": "full-finetune", "params_b": 13}, "13B < 70B"),
     "beyond-cliff-at-production-latency-and-throughput": ({"task": "inference", "model": "llama-3.1-405b", "tokens_per_s": 100}, "one unit sustains it"),
     "beyond-cliff-at-production-latency": ({"task": "inference", "model": "llama-3.1-405b", "latency": "offline"}, "offline is not production latency"),
@@ -81,6 +82,8 @@ NOT_FIRING = {
     "deadline-sets-the-node-count": ({"task": "full-finetune", "model": "llama-3.1-70b", "training_tokens": "300B", "deadline_days": 600},
                                      "the 2 nodes the state needs meet 600 days"),
     "named-build-is-not-buildable": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"}, "4 L40 nodes are an IB cluster Kentino builds"),
+    "users-miss-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "context_tokens": 4096, "latency": "interactive"}, "replicas give every user the speed"),
+    "users-miss-their-decode-speed-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l4", "gpus_per_node": 4, "concurrency": 1, "context_tokens": 2048, "latency": "production"}, "5 tokens/s is within the bound"),
 }
 
 

@@ -109,7 +109,8 @@ def _plan_rows(rec: dict) -> list[tuple[str, str]]:
     par = rec.get("parallelism") or {}
     rows = [("nodes", rec.get("nodes")), ("GPUs per node", rec.get("gpus_per_node")), ("GPU", rec.get("gpu")),
             ("precision", rec.get("precision")), ("replicas", rec.get("replicas")), ("TP", par.get("tp")),
-            ("PP", par.get("pp")), ("DP", par.get("dp")), ("interconnect", rec.get("interconnect"))]
+            ("PP", par.get("pp")), ("DP", par.get("dp")), ("sharding", par.get("sharding")),
+            ("interconnect", rec.get("interconnect"))]
     return [(name, str(value)) for name, value in rows if value is not None]
 
 

@@ -14,11 +14,21 @@ _FROZEN = ConfigDict(frozen=True)
 
 
 class Parallelism(BaseModel):
-    """How the model is split across the GPUs (null where the plan does not set it)."""
+    """TP x PP x DP of the plan (null where the plan does not set it), and how a training plan shards its state."""
     model_config = _FROZEN
     tp: int | None = Field(None, description="Tensor-parallel degree: GPUs one layer is split across.")
     pp: int | None = Field(None, description="Pipeline-parallel degree: stages the layers are split into.")
     dp: int | None = Field(None, description="Data-parallel degree: copies of the model.")
+    sharding: str | None = Field(None, description="How a training plan shards its state: `fsdp` (FSDP / ZeRO-3: "
+                                 "parameters, gradients and optimizer state split over every GPU); absent when "
+                                 "every GPU keeps the whole state or the plan does not train.")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_sharding(self, handler):
+        data = handler(self)
+        if self.sharding is None:  # answers logged before the field existed compare equal
+            data.pop("sharding", None)
+        return data
 
 
 class Recommendation(BaseModel):

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ..domain.catalog import Knowledge
-from ..domain.deadlines import PLAN_FIGURE_SPECS, plan_figures
+from ..domain.deadlines import TIME_FIGURE_SPECS, time_figures
 from ..domain.derive import derive
+from ..domain.plan import plan_figures
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
 from ..domain.workload import Workload, validate_facts
 from ..engine.chaining import run_rules
@@ -44,9 +45,11 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         "nodes": field("nodes"), "gpus_per_node": field("gpus_per_node") or facts.get("gpus_per_node"),
         "gpu": field("gpu") or facts.get("gpu"), "precision": field("precision"), "replicas": field("replicas"),
         "interconnect": field("interconnect"), "tp": field("tp"), "pp": field("pp"), "dp": field("dp"),
+        "sharding": field("sharding"),
     }
-    if values["interconnect"] == "none":
-        values["interconnect"] = None
+    for name in ("interconnect", "sharding"):
+        if values[name] == "none":
+            values[name] = None
     unit = f"{values['pp']}-node" if values.get("pp") else "one node"
     gpus = (values["nodes"] or 0) * (values["gpus_per_node"] or 0)
     summary = render_template(_SUMMARY[_summary_key(kind, values)],
@@ -57,7 +60,8 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         summary += " " + reasons[0]
     return Recommendation(kind=kind, nodes=_int(values["nodes"]), gpus_per_node=_int(values["gpus_per_node"]),
                           gpu=values["gpu"], precision=values["precision"], replicas=_int(values["replicas"]),
-                          parallelism=Parallelism(tp=_int(values["tp"]), pp=_int(values["pp"]), dp=_int(values["dp"])),
+                          parallelism=Parallelism(tp=_int(values["tp"]), pp=_int(values["pp"]), dp=_int(values["dp"]),
+                                                  sharding=values["sharding"]),
                           interconnect=values["interconnect"], summary=summary)
 
 
@@ -71,6 +75,14 @@ def _summary_key(kind: str, values: dict) -> str:
     if kind == "multi-node-ib" and (values.get("dp") or 1) > 1:
         return "multi-node-ib-of-units"
     return kind
+
+
+def _plan_of(rec: Recommendation, final: dict) -> dict:
+    """The recommendation as the plan the domain's plan figures describe (with the scale-out unit the rules
+    sized, for a plan over nodes that names no PP)."""
+    return {"kind": rec.kind, "precision": rec.precision, "nodes": rec.nodes, "replicas": rec.replicas,
+            "gpu": rec.gpu, "gpus_per_node": rec.gpus_per_node, "unit_nodes": final.get("scale_out_nodes"),
+            **rec.parallelism.model_dump()}
 
 
 def _int(value):
@@ -125,10 +137,13 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values)
     firings, final = run_rules(ruleset, {**derived.state(), **search_state}, backend)
     params = ruleset.parameter_values
+    recommendation = _recommendation(final, derived.facts, firings)
+    figures = {**derived.figures, **plan_figures(_plan_of(recommendation, final), derived.facts, derived.model, knowledge,
+                                                  params)}
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
-        recommendation=_recommendation(final, derived.facts, firings),
-        figures=_figures(derived, final, knowledge),
+        recommendation=recommendation,
+        figures=_figures(figures, final, knowledge),
         warnings=_warnings(firings, params, final),
         assumptions=assumed + [AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),
@@ -140,11 +155,10 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     return answer, firings, final
 
 
-def _figures(derived, final: dict, knowledge: Knowledge) -> dict[str, FigureOut]:
-    """The figures the rules saw, then the plan figures of the recommendation (time to result)."""
-    out = {name: FigureOut(value=f.value, unit=f.unit, description=f.description)
-           for name, f in derived.figures.items()}
-    for name, value in plan_figures(final, knowledge).items():
-        _, unit, description = PLAN_FIGURE_SPECS[name]
+def _figures(figures: dict, final: dict, knowledge: Knowledge) -> dict[str, FigureOut]:
+    """The figures the rules saw and the recommended plan's per-GPU figures, then its time to result."""
+    out = {name: FigureOut(value=f.value, unit=f.unit, description=f.description) for name, f in figures.items()}
+    for name, value in time_figures(final, knowledge).items():
+        _, unit, description = TIME_FIGURE_SPECS[name]
         out[name] = FigureOut(value=value, unit=unit, description=description)
     return out

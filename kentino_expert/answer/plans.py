@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..domain.catalog import Knowledge
-from ..domain.deadlines import PLAN_FIGURE_INPUTS, PLAN_FIGURE_SPECS, plan_figures
+from ..domain.deadlines import TIME_FIGURE_INPUTS, TIME_FIGURE_SPECS, time_figures
 from ..domain.derive import derive
 from ..domain.figures import FIGURE_SPECS
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
@@ -60,7 +60,7 @@ _RECOMMENDATION_UNITS = {"recommended_nodes": "nodes", "recommended_replicas": "
 
 def unit_of(name: str) -> str:
     """The unit of a figure, a plan figure or a recommendation field ('' when it has none)."""
-    spec = FIGURE_SPECS.get(name) or PLAN_FIGURE_SPECS.get(name)
+    spec = FIGURE_SPECS.get(name) or TIME_FIGURE_SPECS.get(name)
     return spec[1] if spec else _RECOMMENDATION_UNITS.get(name, "")
 
 
@@ -71,7 +71,7 @@ def _whole(value):
 def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> Plan:
     """The plan of a final state; `decider` is the rule that recommended (None when none did)."""
     params = ruleset.parameter_values
-    state = {**final, **plan_figures(final, knowledge)}
+    state = {**final, **time_figures(final, knowledge)}
     reads = ruleset.selection.reads if ruleset.selection else frozenset()
     values = {name: state[name] for name in reads if name in state}
     because = render_layers(decider.source.because, (state, params)) if decider is not None else ""
@@ -120,7 +120,7 @@ def plan_inputs(ruleset: RuleSet) -> frozenset[str]:
     """Every state name a plan of `ruleset` can depend on: what its rules read (conditions, recommend values,
     sentences), what the selection policy reads, and what the plan figures are computed from. Two states
     equal on these names give the same plan."""
-    names = set(PLAN_FIGURE_INPUTS)
+    names = set(TIME_FIGURE_INPUTS)
     if ruleset.selection is not None:
         names |= ruleset.selection.reads
     for rule in ruleset.rules:

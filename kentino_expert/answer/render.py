@@ -71,10 +71,10 @@ def to_text(answer: Answer, questions=None) -> str:
     par = rec.parallelism
     plan = _present([("nodes", rec.nodes), ("gpus/node", rec.gpus_per_node), ("gpu", rec.gpu),
                      ("precision", rec.precision), ("replicas", rec.replicas)])
-    parallelism = " ".join(_present([("tp", par.tp), ("pp", par.pp), ("dp", par.dp)]))
+    parallelism = " ".join(_present([("tp", par.tp), ("pp", par.pp), ("dp", par.dp), ("sharding", par.sharding)]))
     plan += [parallelism] if parallelism else []
     plan += _present([("interconnect", rec.interconnect)])
-    lines += ["Plan: " + ", ".join(plan), ""]
+    lines += ["Plan: " + ", ".join(plan)] + _per_gpu_line(answer) + [""]
     if answer.status == "provisional" and questions:
         lines += [provisional_heading(len(questions))] + numbered(provisional_lines(questions), "  ") + [""]
     if answer.warnings:
@@ -97,17 +97,29 @@ def to_text(answer: Answer, questions=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _per_gpu_line(answer: Answer) -> list[str]:
+    """'Per GPU: 57 GB (60% of the card); per user: 26 tokens/s' from the plan figures, when the answer has them."""
+    figures = answer.figures
+    parts = []
+    if "plan_gpu_memory_gb" in figures and "plan_gpu_memory_fraction" in figures:
+        parts.append(f"Per GPU: {figures['plan_gpu_memory_gb'].value:,.0f} GB "
+                     f"({figures['plan_gpu_memory_fraction'].value:.0%} of the card)")
+    if "per_user_tokens_per_s" in figures:
+        parts.append(f"per user: {_figure(figures['per_user_tokens_per_s'].value)} tokens/s")
+    return ["; ".join(parts)] if parts else []
+
+
 def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = None) -> str:
     """The answer as a Markdown report; with `questions` (ranked) a provisional answer says which facts it
     waits for; with `charts` (the context of the rules that answered), the charts' text equivalents too
     (without it, the charts are drawn without the policy's lines)."""
     rec = answer.recommendation
     out = [f"# Recommendation: {rec.kind}", "", f"**Status:** {answer.status}  ", rec.summary, "",
-           "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | interconnect |",
-           "|---|---|---|---|---|---|---|---|---|",
+           "| nodes | GPUs/node | GPU | precision | replicas | TP | PP | DP | sharding | interconnect |",
+           "|---|---|---|---|---|---|---|---|---|---|",
            "| " + " | ".join(_blank(v) for v in (rec.nodes, rec.gpus_per_node, rec.gpu, rec.precision, rec.replicas,
                                                  rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
-                                                 rec.interconnect)) + " |", ""]
+                                                 rec.parallelism.sharding, rec.interconnect)) + " |", ""]
     if answer.status == "provisional" and questions:
         out += ["## Why provisional", "", provisional_heading(len(questions)), ""]
         out += numbered(provisional_lines(questions)) + [""]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..domain.figures import FIGURE_SPECS
+from ..domain.figures import FIGURE_SPECS, PLAN_FIGURE_SPECS
 from ..domain.state import RECOMMENDATION_TYPES
 from ..domain.vocabulary import TASKS
 from ..errors import KentinoError, Location
@@ -46,16 +46,21 @@ def _ticks(values) -> str:
     return ", ".join(f"`{v}`" for v in values)
 
 
-def figures_table(ruleset=None, knowledge=None) -> str:
+def figures_table(ruleset=None, knowledge=None, specs: dict = FIGURE_SPECS) -> str:
     """Every figure derive.py computes, in the order it declares them."""
     rows = []
-    for name, (kind, unit, description) in FIGURE_SPECS.items():
+    for name, (kind, unit, description) in specs.items():
         if kind == BOOL:
             unit = "true/false"
         elif isinstance(kind, tuple) and kind[0] == "enum":
             unit = "/".join(f"`{v}`" for v in kind[1])
         rows.append((f"`{name}`", unit, description))
     return _table(("figure", "unit", "meaning"), rows)
+
+
+def plan_figures_table(ruleset=None, knowledge=None) -> str:
+    """The figures of the recommended plan (domain/plan.py), computed after the rules decide it."""
+    return figures_table(specs=PLAN_FIGURE_SPECS)
 
 
 def conclusions_table(ruleset, knowledge=None) -> str:
@@ -168,8 +173,21 @@ def questions_table(ruleset, knowledge=None) -> str:
 
 def models_table(ruleset, knowledge) -> str:
     """The model catalog (knowledge/models.yaml)."""
-    rows = [(f"`{m.id}`", m.name, f"{m.params_b:g}", _ticks(m.aliases) or "-") for m in knowledge.models.values()]
-    return _table(("model", "name", "params (B)", "aliases"), rows)
+    rows = [(f"`{m.id}`", m.name, f"{m.params_b:g}", f"{m.active_b:g}", _layout(m), _ticks(m.aliases) or "-")
+            for m in knowledge.models.values()]
+    return _table(("model", "name", "params (B)", "active (B)", "layout", "aliases"), rows)
+
+
+def _layout(model) -> str:
+    """'MoE 256 x 8, MLA, FP8 native' and the like: what shapes the model's sizing beyond its size."""
+    parts = [f"MoE {model.moe.experts} experts, {model.moe.experts_per_token} per token"] if model.moe else []
+    parts.append("MLA" if model.mla else f"GQA {model.kv_heads} KV heads")
+    if model.local_attention:
+        local = model.local_attention
+        parts.append(f"{local.kind} {local.window:,} on {local.layers} layers")
+    if model.native_precision:
+        parts.append(f"native {model.native_precision.format}")
+    return ", ".join(parts)
 
 
 def gpus_table(ruleset, knowledge) -> str:
@@ -244,7 +262,8 @@ def modules_table(ruleset=None, knowledge=None) -> str:
 
 
 TABLES = {
-    "figures": figures_table, "conclusions": conclusions_table, "parameters": parameters_table,
+    "figures": figures_table, "plan-figures": plan_figures_table, "conclusions": conclusions_table,
+    "parameters": parameters_table,
     "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
     "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
     "diagnostics-explained": diagnostics_explained,

@@ -5,37 +5,63 @@ import hashlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..yamlsrc import YamlSourceError, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
+from .vocabulary import LATENCIES
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class SlidingWindow(BaseModel):
-    """Local attention on some layers: those keep the KV cache of the last `window` tokens only."""
+class LocalAttention(BaseModel):
+    """Local attention on some layers: those keep the KV cache of the last `window` tokens only (sliding), or of
+    the current `window`-token chunk (chunked); either way at most min(context, window) tokens."""
 
     model_config = _FROZEN
+    kind: Literal["sliding", "chunked"]
     window: PositiveInt
     layers: PositiveInt  # how many of the model's layers attend locally
 
 
 class Mla(BaseModel):
-    """Multi-head latent attention: the per-token latent that replaces K and V."""
+    """Multi-head latent attention: the per-token latent that replaces K and V, and the projections' ranks."""
 
     model_config = _FROZEN
     kv_lora_rank: PositiveInt
     qk_rope_head_dim: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+    q_lora_rank: PositiveInt | None = None  # None: the query is one projection, not a low-rank pair
 
 
 class Moe(BaseModel):
-    """Mixture-of-experts routing figures."""
+    """Mixture-of-experts layout: routed experts, experts per token, shared experts and the experts' width."""
 
     model_config = _FROZEN
     experts: PositiveInt
     experts_per_token: PositiveInt
+    expert_intermediate_size: PositiveInt
+    moe_layers: PositiveInt  # the other layers have a dense MLP of intermediate_size
+    shared_experts: NonNegativeInt = 0
+
+
+class NativePrecision(BaseModel):
+    """What the released checkpoint stores when it is not BF16: a format on a part of the weights."""
+
+    model_config = _FROZEN
+    format: Literal["fp8", "mxfp4"]
+    scope: Literal["linear-layers", "routed-experts"]
 
 
 class ModelSpec(BaseModel):
@@ -51,17 +77,41 @@ class ModelSpec(BaseModel):
     attention_heads: PositiveInt
     kv_heads: PositiveInt
     head_dim: PositiveInt
+    vocab_size: PositiveInt
+    tie_word_embeddings: bool = False
+    intermediate_size: PositiveInt
     max_context: PositiveInt
     mla: Mla | None = None
     moe: Moe | None = None
-    sliding_window: SlidingWindow | None = None
+    local_attention: LocalAttention | None = None
+    native_precision: NativePrecision | None = None
     aliases: tuple[str, ...] = ()
     source: str
+    sources: dict[str, str] = Field(default_factory=dict)  # "field, field" -> where those were read
     estimated: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.moe is not None and self.moe.moe_layers > self.layers:
+            raise ValueError(f"moe.moe_layers ({self.moe.moe_layers}) is more than layers ({self.layers})")
+        if self.local_attention is not None and self.local_attention.layers > self.layers:
+            raise ValueError(f"local_attention.layers ({self.local_attention.layers}) is more than layers")
+        if self.active_params_b is not None and self.active_params_b > self.params_b:
+            raise ValueError("active_params_b is more than params_b")
+        for key in self.sources:
+            unknown = [name.strip() for name in key.split(",") if name.strip() not in type(self).model_fields]
+            if unknown:
+                raise ValueError(f"sources: '{unknown[0]}' is not a field of a model")
+        return self
 
     @property
     def active_b(self) -> float:
         return self.active_params_b or self.params_b
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP (all of them unless mixture-of-experts)."""
+        return self.layers - (self.moe.moe_layers if self.moe else 0)
 
 
 class GpuSpec(BaseModel):
@@ -106,6 +156,7 @@ class Knowledge(BaseModel):
     gpus: dict[str, GpuSpec]
     links: dict[str, LinkSpec]
     sizing: dict = Field(default_factory=dict)
+    latency: dict = Field(default_factory=dict)  # knowledge/latency.yaml: per-user decode targets by latency class
     heuristics: dict[str, dict] = Field(default_factory=dict)  # id -> {section, text}
     files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
     directory: str = ""  # where the files were read (answers name it)
@@ -118,6 +169,13 @@ class Knowledge(BaseModel):
 
     def link(self, name: str, field: str = "interconnect") -> LinkSpec:
         return _lookup(self.links, name, field)
+
+    def latency_target(self, latency: str) -> float | None:
+        """Tokens/s each user must see in a latency class (None: the class sets no per-user target)."""
+        targets = self.latency.get("per_user_tokens_per_s")
+        if not isinstance(targets, dict):
+            raise KnowledgeError("knowledge/latency.yaml: missing 'per_user_tokens_per_s'")
+        return targets.get(latency)
 
     def constant(self, *path: str):
         """A sizing constant by its path in sizing.yaml; a missing one is a KnowledgeError."""
@@ -179,8 +237,9 @@ def _entries(path: Path, data, section: str, spec_type) -> dict:
             spec = spec_type.model_validate(dict(raw) if isinstance(raw, dict) else raw)
         except ValidationError as exc:
             err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise KnowledgeError(f"{section}[{index}].{field}: {err['msg']}", location=where) from None
+            field = "".join(f".{p}" for p in err["loc"])
+            message = err["msg"].removeprefix("Value error, ")
+            raise KnowledgeError(f"{section}[{index}]{field}: {message}", location=where) from None
         if spec.id in out:
             raise KnowledgeError(f"duplicate id '{spec.id}'", location=where)
         out[spec.id] = spec
@@ -201,6 +260,9 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     files["sizing.yaml"] = hashlib.sha256(text.encode()).hexdigest()
     if not isinstance(sizing, dict):
         raise KnowledgeError("expected a mapping", location=Location(str(root / "sizing.yaml"), 1, 1))
+    text, latency = _read(root / "latency.yaml")
+    files["latency.yaml"] = hashlib.sha256(text.encode()).hexdigest()
+    _check_latency(latency, root / "latency.yaml")
     text, catalog = _read(root / "heuristics.yaml")
     files["heuristics.yaml"] = hashlib.sha256(text.encode()).hexdigest()
     heuristics = _heuristics(catalog, root / "heuristics.yaml")
@@ -212,7 +274,22 @@ def load_knowledge(directory: str | Path) -> Knowledge:
             raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
                                  location=Location(str(root / "gpus.yaml")))
     return Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
-                     sizing=_plain(sizing), heuristics=heuristics, files=files, directory=str(root))
+                     sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
+                     directory=str(root))
+
+
+def _check_latency(data, path: Path) -> None:
+    """latency.yaml maps each latency class it bounds to a positive number of tokens/s per user."""
+    targets = data.get("per_user_tokens_per_s") if isinstance(data, dict) else None
+    if not isinstance(targets, dict):
+        raise KnowledgeError("expected a 'per_user_tokens_per_s:' mapping", location=Location(str(path), 1, 1))
+    for name, value in targets.items():
+        where = location_of(targets, name, str(path))
+        if name not in LATENCIES:
+            raise KnowledgeError(f"per_user_tokens_per_s: unknown latency class '{name}'", location=where)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
+            raise KnowledgeError(f"per_user_tokens_per_s.{name}: expected a positive number of tokens/s",
+                                 location=where)
 
 
 def _heuristics(data, path: Path) -> dict[str, dict]:

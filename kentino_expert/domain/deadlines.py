@@ -25,14 +25,14 @@ DEADLINE_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
 DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline"})
 
 # computed after the rules, from the recommendation: in the answer's figures, not in the rules' namespace
-PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
+TIME_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "time_to_result_days": (NUMBER, "days", "time to result on the recommended plan (training, or a batch "
                                             "corpus)"),
 }
 
-# the state names plan_figures reads: two final states equal on these (and on the recommendation) have
+# the state names time_figures reads: two final states equal on these (and on the recommendation) have
 # equal plan figures
-PLAN_FIGURE_INPUTS = frozenset({
+TIME_FIGURE_INPUTS = frozenset({
     "task", "gpu", "gpus_per_node", "interconnect", "days_on_one_node", "training_nodes", "corpus_tokens",
     "node_tokens_per_s_fp8", "node_tokens_per_s_int4"})
 
@@ -126,8 +126,8 @@ def _whole(value) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 else None
 
 
-def plan_figures(state: dict, knowledge: Knowledge) -> dict:
-    """The plan figures (PLAN_FIGURE_SPECS) of a final state: name -> value (only those its facts allow)."""
+def time_figures(state: dict, knowledge: Knowledge) -> dict:
+    """The plan figures (TIME_FIGURE_SPECS) of a final state: name -> value (only those its facts allow)."""
     nodes = _whole(state.get("recommended_nodes"))
     if nodes is None:
         return {}

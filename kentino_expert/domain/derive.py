@@ -10,7 +10,7 @@ from . import sizing
 from .catalog import Knowledge, ModelSpec
 from .figures import compute_figures
 from .state import flatten_facts
-from .vocabulary import TRAINING_TASKS
+from .vocabulary import INFERENCE_TASKS, TRAINING_TASKS
 from .workload import Workload
 
 
@@ -96,12 +96,20 @@ def _sizing_assumptions(facts, knowledge) -> list[Assumption]:
     if "qps" in facts:
         per_request = knowledge.constant("serving", "tokens_per_request")
         out.append(Assumption("tokens_per_request", per_request, "to turn QPS into generated tokens/s"))
+    target = knowledge.latency_target(facts["latency"]) if "latency" in facts else None
+    if facts.get("task") in INFERENCE_TASKS and target is not None:
+        out.append(Assumption("per_user_tokens_per_s", target,
+                              f"each of the concurrent requests decodes at the {facts['latency']} target "
+                              "(MLPerf's time-per-output-token limit, knowledge/latency.yaml); concurrency x "
+                              "this is a throughput demand"))
     if facts.get("task") in TRAINING_TASKS:
         training = knowledge.constant("training")
         out.append(Assumption("tokens_in_flight", training["tokens_in_flight"],
-                              "activation memory is sized for one 8k sequence in flight"))
+                              "activation memory is sized for one 8k sequence in flight, split over the GPUs"))
+        if facts["task"] in ("lora", "qlora"):
+            out.append(Assumption("lora_rank", training["lora_rank"],
+                                  "adapters of this rank on every linear layer (experts included) size the trainable "
+                                  "state"))
         if "training_tokens" in facts:
             out.append(Assumption("mfu", training["mfu"], "model FLOPs utilisation used for time to result"))
     return out
-
-

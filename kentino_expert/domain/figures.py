@@ -1,111 +1,32 @@
-"""Every sizing figure the rules read: its type, unit and meaning, its declared range, and how it is computed."""
+"""How every sizing figure the rules read is computed (their declarations are in figure_specs.py)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..errors import EngineError
-from ..lang.valuetypes import BOOL, NUMBER, enum_of
-from . import sizing
+from . import figures_serving, pergpu, sizing
 from .catalog import GpuSpec, Knowledge, LinkSpec, ModelSpec
-from .deadlines import DEADLINE_AT_LEAST_ONE, DEADLINE_FIGURE_SPECS, deadline_figures
+from .deadlines import deadline_figures
+from .figure_specs import (
+    AT_LEAST_ONE,
+    FIGURE_MAX,
+    FIGURE_SPECS,
+    PLAN_FIGURE_SPECS,
+    SIZING_PARAMETERS,
+    Figure,
+    figure_range,
+)
 from .scaling import calibrated_model
 from .vocabulary import INFERENCE_TASKS, PRECISIONS, TRAINING_TASKS
 
-# name: (type, unit, description)
-# Parameters of rules/parameters.yaml the sizing itself reads (`rules check` requires them). The
-# optional full_node_gpus only adds the full-node figures, so older rule sets still load for `rules diff`.
-SIZING_PARAMETERS = ("workload_fraction_max", "training_fraction_max", "min_multi_nodes")
-
-FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
-    "active_params_b": (NUMBER, "B params", "parameters used per token (all of them for a dense model)"),
-    "model_max_context": (NUMBER, "tokens", "the longest context the model was trained for (max_position_embeddings)"),
-    "model_estimated": (BOOL, "", "the architecture was estimated from params_b"),
-    "gpu_memory_gb": (NUMBER, "GB", "memory of one card"),
-    "gpu_nvlink": (BOOL, "", "the card has NVLink"),
-    "gpu_form_factor": (enum_of(("pcie", "sxm")), "", "PCIe card or SXM module"),
-    "gpu_kentino_ships": (BOOL, "", "Kentino builds nodes with this card"),
-    "node_vram_gb": (NUMBER, "GB", "GPUs per node x card memory"),
-    "weights_gb_bf16": (NUMBER, "GB", "weights at BF16"),
-    "weights_gb_fp8": (NUMBER, "GB", "weights at FP8"),
-    "weights_gb_int4": (NUMBER, "GB", "weights at INT4 (with scale overhead)"),
-    "weights_fraction_bf16": (NUMBER, "of node VRAM", "BF16 weights / node VRAM"),
-    "weights_fraction_fp8": (NUMBER, "of node VRAM", "FP8 weights / node VRAM"),
-    "weights_fraction_int4": (NUMBER, "of node VRAM", "INT4 weights / node VRAM"),
-    "kv_bytes_per_token": (NUMBER, "bytes", "KV cache per token"),
-    "kv_cache_gb": (NUMBER, "GB", "KV cache at concurrency x context"),
-    "workload_fraction_fp8": (NUMBER, "of node VRAM", "(FP8 weights + KV + runtime overhead) / node VRAM"),
-    "workload_fraction_int4": (NUMBER, "of node VRAM", "(INT4 weights + KV + runtime overhead) / node VRAM"),
-    "serving_nodes_fp8": (NUMBER, "nodes", "nodes that hold the FP8 serving workload"),
-    "requests_per_node_fp8": (NUMBER, "requests", "concurrent requests whose KV cache fits one node beside the FP8 weights"),
-    "requests_per_node_int4": (NUMBER, "requests", "concurrent requests whose KV cache fits one node beside the INT4 weights"),
-    "replicas_for_concurrency_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the concurrent requests' KV cache"),
-    "replicas_for_concurrency_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the concurrent requests' KV cache"),
-    "dp_replicas_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the requests and sustain the demand"),
-    "dp_replicas_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the requests and sustain the demand"),
-    "serving_nodes_int4": (NUMBER, "nodes", "nodes that hold the INT4 serving workload"),
-    "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate decode throughput of one node at FP8"),
-    "node_tokens_per_s_int4": (NUMBER, "tokens/s", "aggregate decode throughput of one node at INT4"),
-    "demand_tokens_per_s": (NUMBER, "tokens/s", "throughput the workload asks for"),
-    "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that sustain the demand"),
-    "replicas_needed_int4": (NUMBER, "replicas", "single-node INT4 replicas that sustain the demand"),
-    "batch_days_one_node": (NUMBER, "days", "days one node needs for the corpus"),
-    "training_state_gb": (NUMBER, "GB", "resident training state (weights, grads, optimizer, activations)"),
-    "training_state_fraction": (NUMBER, "of node VRAM", "training state / node VRAM"),
-    "training_nodes": (NUMBER, "nodes", "nodes that hold the training state"),
-    "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
-    "qlora_state_fraction": (NUMBER, "of node VRAM", "QLoRA training state / node VRAM"),
-    "qlora_nodes": (NUMBER, "nodes", "nodes that hold the same LoRA job's state as QLoRA"),
-    "full_node_vram_gb": (NUMBER, "GB", "VRAM of one full node of this card (full_node_gpus cards)"),
-    "full_node_workload_fraction_int4": (NUMBER, "of full-node VRAM", "(INT4 weights + KV + runtime overhead) / one full node's VRAM"),
-    "full_node_training_fraction": (NUMBER, "of full-node VRAM", "training state / one full node's VRAM"),
-    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
-    "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
-    "days_on_one_node": (NUMBER, "days", "time to result on one node"),
-    "days_on_plan": (NUMBER, "days", "time to result on the scale-out plan"),
-    "intra_node_bandwidth_gbs": (NUMBER, "GB/s", "GPU-to-GPU bandwidth inside the box"),
-    "interconnect_bandwidth_gbs": (NUMBER, "GB/s", "GPU-to-GPU bandwidth between boxes"),
-    "interconnect_latency_us": (NUMBER, "us", "one inter-node hop"),
-    "bandwidth_cliff_ratio": (NUMBER, "x", "in-box bandwidth / inter-node bandwidth"),
-    "tp_efficiency_one_node": (NUMBER, "per GPU", "TP across the GPUs of one node"),
-    "scale_out_nodes": (NUMBER, "nodes", "nodes of a multi-node plan (at least two)"),
-    "naive_tp_efficiency": (NUMBER, "per GPU", "TP across every GPU of the scale-out plan"),
-    "plan_efficiency": (NUMBER, "per GPU", "TP inside each node x PP across the nodes"),
-    "dp_efficiency": (NUMBER, "per GPU", "DP replicas across the scale-out nodes"),
-    "proposed_total_gpus": (NUMBER, "GPUs", "GPUs in the proposed build"),
-    "proposed_tp_efficiency": (NUMBER, "per GPU", "TP across the proposed build"),
-    "proposed_one_node_efficiency": (NUMBER, "per GPU", "TP over the same GPUs in one node"),
-    **DEADLINE_FIGURE_SPECS,
-}
-
-
-FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extremes the largest is ~1e17
-# counts that the sizing makes at least 1 (nodes_for, replicas_needed and ceil of a positive count)
-AT_LEAST_ONE = frozenset({
-    "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
-    "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "training_nodes",
-    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"}) | DEADLINE_AT_LEAST_ONE
-
-
-def figure_range(name: str) -> tuple[float, float]:
-    """The declared range of a numeric figure (`compute_figures` refuses a figure outside it)."""
-    return (1.0 if name in AT_LEAST_ONE else 0.0), FIGURE_MAX
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One sizing number as the answer reports it."""
-
-    name: str
-    value: float | int | bool | str
-    unit: str
-    description: str
-
+__all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS", "Figure",
+           "compute_figures", "figure_range", "checked_figure"]
 
 def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
                     knowledge: Knowledge, params: dict) -> dict:
     """Every figure that the known facts allow; a figure whose inputs are unknown is absent."""
     values: dict = {}
+    loads: dict = {}
     gpus = facts.get("gpus_per_node")
     if gpu is not None and gpus:
         _card_figures(values, gpu, gpus)
@@ -114,19 +35,18 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
         values["model_max_context"] = model.max_context
         values["model_estimated"] = model.estimated
         if "node_vram_gb" in values:
-            _memory_figures(values, facts, model, knowledge, params)
-            _throughput_figures(values, facts, model, gpu, gpus, knowledge)
-            _replica_figures(values)
-            _training_figures(values, facts, model, gpu, gpus, knowledge, params)
-            _full_node_figures(values, gpu, gpus, knowledge, params)
+            _weights_figures(values, model, knowledge)
+            loads = _serving_figures(values, facts, model, gpu, gpus, knowledge, params)
+            training = _training_figures(values, facts, model, gpu, gpus, knowledge, params)
+            _full_node_figures(values, facts, gpu, gpus, loads, training, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
         deadline_figures(values, facts, gpu, gpus, link, knowledge)
-    return {name: Figure(name, _checked(name, value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
-            for name, value in values.items()}
+        figures_serving.unit_ceilings(values, facts, loads, gpus)
+    return {name: checked_figure(name, value) for name, value in values.items()}
 
 
-def _checked(name: str, value):
+def checked_figure(name: str, value, specs: dict = FIGURE_SPECS) -> Figure:
     """The figure rounded to 6 digits, within its declared range (`figure_range`): `rules check` proves
     the rules' arithmetic finite over those ranges, so a figure outside one is refused here."""
     if isinstance(value, float):
@@ -137,8 +57,8 @@ def _checked(name: str, value):
         low, high = figure_range(name)
         if not low <= value <= high:
             raise EngineError(f"figure {name} came out as {value:g}, outside its declared range {low:g}..{high:g} "
-                              "(kentino_expert/domain/figures.py): check knowledge/ and the facts")
-    return value
+                              "(kentino_expert/domain/figure_specs.py): check knowledge/ and the facts")
+    return Figure(name, value, specs[name][1], specs[name][2])
 
 
 def _card_figures(values, gpu, gpus):
@@ -146,92 +66,66 @@ def _card_figures(values, gpu, gpus):
                   gpu_kentino_ships=gpu.kentino_ships, node_vram_gb=sizing.node_vram_gb(gpu, gpus))
 
 
-def _memory_figures(values, facts, model, knowledge, params):
-    constants, vram = knowledge.sizing, values["node_vram_gb"]
+def _weights_figures(values, model, knowledge):
+    vram = values["node_vram_gb"]
     for precision in PRECISIONS:
-        weights = sizing.weights_gb(model.params_b, precision, constants)
+        weights = sizing.weights_gb(model, precision, knowledge.sizing)
         values[f"weights_gb_{precision}"] = weights
         values[f"weights_fraction_{precision}"] = weights / vram
-    if facts.get("task") in INFERENCE_TASKS and "concurrency" in facts and "context_tokens" in facts:
-        kv_bytes = constants["kv_cache_bytes"]
-        kv = sizing.kv_cache_gb(model, facts["concurrency"], facts["context_tokens"], kv_bytes)
-        values["kv_bytes_per_token"] = sizing.kv_cache_bytes_per_token(model, kv_bytes)
-        values["kv_cache_gb"] = kv
-        overhead = knowledge.constant("serving", "runtime_overhead_fraction") * vram
-        per_request = sizing.kv_cache_gb(model, 1, facts["context_tokens"], kv_bytes)
-        for precision in ("fp8", "int4"):
-            demand = values[f"weights_gb_{precision}"] + kv + overhead
-            values[f"workload_fraction_{precision}"] = demand / vram
-            values[f"serving_nodes_{precision}"] = sizing.nodes_for(demand, vram, params["workload_fraction_max"])
-            # DP replicas split the concurrent requests: each holds only its share of the KV cache
-            per_node = sizing.requests_per_node(values[f"weights_gb_{precision}"], per_request,
-                                                params["workload_fraction_max"] * vram - overhead)
-            values[f"requests_per_node_{precision}"] = per_node
-            if per_node >= 1:
-                values[f"replicas_for_concurrency_{precision}"] = math.ceil(facts["concurrency"] / per_node)
 
 
-def _demand_tokens_per_s(facts, knowledge, per_node_offline):
-    demands = []
-    if "tokens_per_s" in facts:
-        demands.append(facts["tokens_per_s"])
-    if "qps" in facts:
-        demands.append(facts["qps"] * knowledge.constant("serving", "tokens_per_request"))
-    if "corpus_tokens" in facts and "deadline_days" in facts:
-        demands.append(facts["corpus_tokens"] / (facts["deadline_days"] * 86400))
-    return max(demands) if demands else None
+def _serving_figures(values, facts, model, gpu, gpus, knowledge, params) -> dict:
+    """The inference figures (figures_serving.py); returns the serving loads by precision ({} for training)."""
+    if facts.get("task") not in INFERENCE_TASKS or "concurrency" not in facts or "context_tokens" not in facts:
+        return {}
+    loads = figures_serving.memory_figures(values, facts, model, gpu, gpus, knowledge, params)
+    if "latency" in facts:
+        figures_serving.throughput_figures(values, facts, model, gpu, gpus, knowledge)
+    figures_serving.replica_figures(values, facts, loads, gpu, gpus)
+    return loads
 
 
-def _throughput_figures(values, facts, model, gpu, gpus, knowledge):
-    if facts.get("task") not in INFERENCE_TASKS or "latency" not in facts:
-        return
-    for precision in ("fp8", "int4"):
-        per_node = sizing.serving_tokens_per_s(model, gpu, gpus, precision, facts["latency"], knowledge)
-        values[f"node_tokens_per_s_{precision}"] = per_node
-    demand = _demand_tokens_per_s(facts, knowledge, values["node_tokens_per_s_fp8"])
-    if demand is not None:
-        values["demand_tokens_per_s"] = demand
-    for precision in ("fp8", "int4"):
-        values[f"replicas_needed_{precision}"] = sizing.replicas_needed(demand, values[f"node_tokens_per_s_{precision}"])
-    if "corpus_tokens" in facts:
-        values["batch_days_one_node"] = facts["corpus_tokens"] / values["node_tokens_per_s_fp8"] / 86400
-
-
-def _replica_figures(values):
-    """Replicas that both hold the concurrent requests and sustain the demanded throughput."""
-    for precision in ("fp8", "int4"):
-        if f"replicas_for_concurrency_{precision}" in values:
-            values[f"dp_replicas_{precision}"] = max(values.get(f"replicas_needed_{precision}", 1),
-                                                    values[f"replicas_for_concurrency_{precision}"])
-
-
-def _full_node_figures(values, gpu, gpus, knowledge, params):
-    """For a node with fewer GPUs than a full one: how much of one full node the job would take."""
+def _full_node_figures(values, facts, gpu, gpus, loads, training, params):
+    """For a node with fewer GPUs than a full one: how much of one full node's GPUs the job would take."""
     full_gpus = params.get("full_node_gpus")
     if full_gpus is None or gpus >= full_gpus:
         return
-    full = gpu.memory_gb * full_gpus
-    values["full_node_vram_gb"] = full
-    if "kv_cache_gb" in values:
-        overhead = knowledge.constant("serving", "runtime_overhead_fraction") * full
-        values["full_node_workload_fraction_int4"] = (values["weights_gb_int4"] + values["kv_cache_gb"] + overhead) / full
-    if "training_state_gb" in values:
-        values["full_node_training_fraction"] = values["training_state_gb"] / full
+    full = int(full_gpus)
+    values["full_node_vram_gb"] = gpu.memory_gb * full
+    if "int4" in loads:
+        busiest = pergpu.single_node_gpu_gb(loads["int4"], full, facts["concurrency"])
+        values["full_node_workload_fraction_int4"] = busiest / gpu.memory_gb
+    if training is not None:
+        limit = params["training_fraction_max"] * gpu.memory_gb
+        per_gpu = training.gpu_gb(full, pergpu.training_sharding(training, full, limit))
+        values["full_node_training_fraction"] = per_gpu / gpu.memory_gb
 
 
-def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
+def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> pergpu.TrainingLoad | None:
     task = facts.get("task")
     if task not in TRAINING_TASKS:
-        return
-    state = sizing.training_state_gb(task, model, knowledge.sizing)
-    values["training_state_gb"] = state
-    values["training_state_fraction"] = state / values["node_vram_gb"]
-    values["training_nodes"] = sizing.nodes_for(state, values["node_vram_gb"], params["training_fraction_max"])
+        return None
+    limit = params["training_fraction_max"] * gpu.memory_gb
+    load = pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
+    sharding = pergpu.training_sharding(load, gpus, limit)
+    values["training_state_gb"] = load.total_gb
+    values["training_state_fraction"] = load.total_gb / values["node_vram_gb"]
+    values["training_sharding"] = sharding
+    values["training_gpu_state_gb"] = load.gpu_gb(gpus, sharding)
+    values["training_gpu_fraction"] = values["training_gpu_state_gb"] / gpu.memory_gb
+    nodes = pergpu.training_nodes(load, gpus, limit)
+    values["training_sharding_at_nodes"] = sharding if nodes == 1 else pergpu.SHARDED
+    if nodes is not None:  # absent when no count of nodes holds the job (its largest module overflows a GPU)
+        values["training_nodes"] = nodes
+        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, values["training_sharding_at_nodes"])
     if task == "lora":  # what the same job needs as QLoRA: the rules may switch to it
-        values["qlora_state_gb"] = sizing.training_state_gb("qlora", model, knowledge.sizing)
-        values["qlora_state_fraction"] = values["qlora_state_gb"] / values["node_vram_gb"]
-        values["qlora_nodes"] = sizing.nodes_for(values["qlora_state_gb"], values["node_vram_gb"],
-                                                 params["training_fraction_max"])
+        qlora = pergpu.laid_out(pergpu.training_load("qlora", model, knowledge.sizing), limit, knowledge.sizing["training"])
+        values["qlora_state_gb"] = qlora.total_gb
+        values["qlora_state_fraction"] = qlora.total_gb / values["node_vram_gb"]
+        values["qlora_sharding"] = pergpu.training_sharding(qlora, gpus, limit)
+        qlora_nodes = pergpu.training_nodes(qlora, gpus, limit)
+        if qlora_nodes is not None:
+            values["qlora_nodes"] = qlora_nodes
     if "training_tokens" in facts:
         training = knowledge.constant("training")
         # a mixture-of-experts model computes with its active parameters only (6 N_active D)
@@ -240,6 +134,7 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params):
         values["training_compute_zflop"] = flops / 1e21
         values["training_gpu_months"] = months
         values["days_on_one_node"] = months * 30 / gpus
+    return load
 
 
 def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params):

@@ -11,7 +11,7 @@ FACT_TYPES: dict[str, object] = {
     "precision": enum_of(PRECISIONS), "gpu": TEXT, "gpus_per_node": NUMBER,
     "concurrency": NUMBER, "context_tokens": NUMBER, "qps": NUMBER, "tokens_per_s": NUMBER,
     "latency": enum_of(LATENCIES), "tenancy": enum_of(TENANCIES),
-    "training_tokens": NUMBER, "corpus_tokens": NUMBER, "deadline_days": NUMBER,
+    "training_tokens": NUMBER, "corpus_tokens": NUMBER, "generated_share": NUMBER, "deadline_days": NUMBER,
     "proposed_nodes": NUMBER, "proposed_gpus_per_node": NUMBER, "proposed_gpu": TEXT, "interconnect": TEXT,
 }
 
@@ -39,7 +39,7 @@ def warning_key(code: str) -> str:
 RECOMMENDED_KIND = recommendation_key("kind")  # what a rule writes to decide the answer
 RECOMMENDATION_TYPES = {recommendation_key(field): kind for field, kind in {
     "kind": enum_of(KINDS), "precision": enum_of(PRECISIONS), "nodes": NUMBER, "replicas": NUMBER, "tp": NUMBER,
-    "pp": NUMBER, "dp": NUMBER, "interconnect": TEXT, "gpu": TEXT, "gpus_per_node": NUMBER}.items()}
+    "pp": NUMBER, "dp": NUMBER, "sharding": TEXT, "interconnect": TEXT, "gpu": TEXT, "gpus_per_node": NUMBER}.items()}
 
 
 def flatten_facts(facts: dict) -> dict:

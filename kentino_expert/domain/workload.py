@@ -89,6 +89,7 @@ class Workload(BaseModel):
     tenancy: Tenancy | None = None
     training_tokens: TokenCount | None = None
     corpus_tokens: TokenCount | None = None
+    generated_share: float | None = Field(default=None, ge=0, le=1)  # of the corpus: generated, the rest prompt
     deadline_days: float | None = Field(default=None, ge=0.001, le=36_500)  # from about 1.5 minutes to 100 years
     proposed_build: ProposedBuild | None = None
     interconnect: str | None = Field(default=None, max_length=200)

@@ -18,7 +18,8 @@ from .diagnostics import DiagnosticSink
 RULE_KEYS = ("id", "heuristics", "description", "priority", "when", "then", "because", "example")
 RULE_REQUIRED = ("id", "heuristics", "when", "then", "because")
 THEN_KEYS = ("conclude", "recommend", "warn")
-RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "interconnect", "gpu", "gpus_per_node")
+RECOMMEND_KEYS = ("kind", "precision", "nodes", "replicas", "tp", "pp", "dp", "sharding", "interconnect", "gpu",
+                  "gpus_per_node")
 RECOMMEND_REQUIRED = ("kind",)
 WARN_KEYS = ("code", "message")
 SPECIAL_FILES = ("parameters.yaml", "facts.yaml")

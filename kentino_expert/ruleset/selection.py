@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..domain.deadlines import PLAN_FIGURE_SPECS
+from ..domain.deadlines import TIME_FIGURE_SPECS
 from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..errors import Location, did_you_mean
 from ..lang import nodes
@@ -67,7 +67,7 @@ class SelectionPolicy:
 
 def plan_namespace(namespace: Namespace) -> Namespace:
     """The rule set's names plus the plan figures (computed after the rules: only the search reads them)."""
-    plan = {name: spec[0] for name, spec in PLAN_FIGURE_SPECS.items()}
+    plan = {name: spec[0] for name, spec in TIME_FIGURE_SPECS.items()}
     return Namespace({**namespace.types, **plan}, {**namespace.origins, **dict.fromkeys(plan, "plan figure")},
                      namespace.catalog)
 

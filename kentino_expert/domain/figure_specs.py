@@ -1,0 +1,168 @@
+"""The figures' declarations: each one's type, unit and meaning, and its declared range (`rules check` proves the
+rules' arithmetic finite over these ranges; `figures.compute_figures` refuses a value outside them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..lang.valuetypes import BOOL, NUMBER, enum_of
+from .deadlines import DEADLINE_AT_LEAST_ONE, DEADLINE_FIGURE_SPECS
+
+# Parameters of rules/parameters.yaml the sizing itself reads (`rules check` requires them). The
+# optional full_node_gpus only adds the full-node figures, so older rule sets still load for `rules diff`.
+SIZING_PARAMETERS = ("weights_fraction_max", "workload_fraction_max", "training_fraction_max", "min_multi_nodes")
+
+SHARDINGS = ("none", "fsdp")  # training state kept whole on every GPU (DDP), or sharded (FSDP / ZeRO-3)
+
+# name: (type, unit, description); the rules read these (computed before they run)
+FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
+    "active_params_b": (NUMBER, "B params", "parameters used per token (all of them for a dense model)"),
+    "model_max_context": (NUMBER, "tokens", "the longest context the model was trained for (max_position_embeddings)"),
+    "model_estimated": (BOOL, "", "the architecture was estimated from params_b"),
+    "gpu_memory_gb": (NUMBER, "GB", "memory of one card"),
+    "gpu_nvlink": (BOOL, "", "the card has NVLink"),
+    "gpu_form_factor": (enum_of(("pcie", "sxm")), "", "PCIe card or SXM module"),
+    "gpu_kentino_ships": (BOOL, "", "Kentino builds nodes with this card"),
+    "node_vram_gb": (NUMBER, "GB", "GPUs per node x card memory"),
+    "weights_gb_bf16": (NUMBER, "GB", "weights at BF16"),
+    "weights_gb_fp8": (NUMBER, "GB", "weights at FP8 (embedding and LM head in BF16)"),
+    "weights_gb_int4": (NUMBER, "GB", "weights at INT4: AWQ group-128 with scales and zeros, embedding and LM head "
+                                      "in BF16 (a native MXFP4 checkpoint as it ships)"),
+    "weights_fraction_bf16": (NUMBER, "of node VRAM", "BF16 weights / node VRAM"),
+    "weights_fraction_fp8": (NUMBER, "of node VRAM", "FP8 weights / node VRAM"),
+    "weights_fraction_int4": (NUMBER, "of node VRAM", "INT4 weights / node VRAM"),
+    "kv_bytes_per_token": (NUMBER, "bytes", "KV cache per token (all layers, no TP replication)"),
+    "kv_cache_gb": (NUMBER, "GB", "KV cache at concurrency x context (no TP replication)"),
+    "workload_fraction_fp8": (NUMBER, "of card memory", "FP8 weights + KV + runtime overhead of the busiest GPU when "
+                              "one node holds every request at its least-loaded in-node TP (KV heads replicated "
+                              "when TP exceeds them, an MLA latent on every rank) / card memory"),
+    "workload_fraction_int4": (NUMBER, "of card memory", "the same at INT4"),
+    "serving_nodes_fp8": (NUMBER, "nodes", "nodes of a TP x PP unit that holds the FP8 serving workload within the "
+                          "workload limit of each GPU"),
+    "requests_per_node_fp8": (NUMBER, "requests", "concurrent requests one node holds beside the FP8 weights, at its "
+                              "best in-node TP"),
+    "requests_per_node_int4": (NUMBER, "requests", "concurrent requests one node holds beside the INT4 weights, at "
+                               "its best in-node TP"),
+    "replicas_for_concurrency_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the concurrent "
+                                     "requests' KV cache"),
+    "replicas_for_concurrency_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the concurrent "
+                                      "requests' KV cache"),
+    "dp_replicas_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the requests and sustain the demand"),
+    "dp_replicas_int4": (NUMBER, "replicas", "single-node INT4 replicas that hold the requests and sustain the demand"),
+    "serving_nodes_int4": (NUMBER, "nodes", "nodes of a TP x PP unit that holds the INT4 serving workload"),
+    "tp_fp8": (NUMBER, "GPUs", "TP of one FP8 replica inside a node: the smallest divisor of gpus_per_node that "
+               "holds the weights with headroom and its share of the node's requests (the node's other GPUs are "
+               "further replicas); gpus_per_node when none does"),
+    "tp_int4": (NUMBER, "GPUs", "the same at INT4"),
+    "gpu_memory_gb_fp8": (NUMBER, "GB", "memory of each GPU of a single-node FP8 replica at tp_fp8 holding its share "
+                          "of the requests: weights / TP + KV + runtime overhead"),
+    "gpu_memory_gb_int4": (NUMBER, "GB", "the same at INT4 and tp_int4"),
+    "gpu_memory_fraction_fp8": (NUMBER, "of card memory", "gpu_memory_gb_fp8 / card memory"),
+    "gpu_memory_fraction_int4": (NUMBER, "of card memory", "gpu_memory_gb_int4 / card memory"),
+    "decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the bandwidth bound of one user's decode on a "
+                                        "single-node FP8 replica at tp_fp8 holding its share of the requests: the "
+                                        "card's bandwidth / (active weights / TP + the requests' KV per rank)"),
+    "decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4 and tp_int4 (W4A16 reads "
+                                         "like FP8)"),
+    "unit_decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the same bound on a TP x PP unit over "
+                                             "nodes (TP = gpus_per_node) holding every request"),
+    "unit_decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4"),
+    "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate tokens/s of one node at FP8: generated tokens (decode); "
+                              "for batch-inference, corpus tokens with generated_share at decode speed and the "
+                              "rest at prefill speed"),
+    "node_tokens_per_s_int4": (NUMBER, "tokens/s", "the same at INT4"),
+    "node_prefill_tokens_per_s_fp8": (NUMBER, "tokens/s", "prompt tokens/s of one node at FP8: 2 x active "
+                                      "parameters FLOPs per token at the FP8 peak x the prefill MFU"),
+    "node_prefill_tokens_per_s_int4": (NUMBER, "tokens/s", "prompt tokens/s of one node at INT4 (W4A16: BF16 peak)"),
+    "latency_target_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each user must see in the latency "
+                                    "class (knowledge/latency.yaml, from MLPerf's time-per-output-token limits)"),
+    "latency_demand_tokens_per_s": (NUMBER, "tokens/s", "concurrency x latency_target_tokens_per_s: the decode "
+                                    "every user at the latency target needs"),
+    "latency_nodes_fp8": (NUMBER, "nodes", "nodes whose FP8 decode gives each concurrent user the latency target: "
+                          "latency_demand_tokens_per_s / node_tokens_per_s_fp8, rounded up"),
+    "latency_nodes_int4": (NUMBER, "nodes", "the same at INT4"),
+    "demand_tokens_per_s": (NUMBER, "tokens/s", "throughput the workload asks for: the largest of the stated "
+                            "tokens/s, QPS x tokens per request, the corpus over the deadline and the latency demand"),
+    "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that sustain the demand"),
+    "replicas_needed_int4": (NUMBER, "replicas", "single-node INT4 replicas that sustain the demand"),
+    "batch_days_one_node": (NUMBER, "days", "days one node needs for the corpus"),
+    "training_state_gb": (NUMBER, "GB", "resident training state of the whole job (weights, grads, optimizer, "
+                          "activations; PEFT: frozen base, adapters, activations, logits)"),
+    "training_state_fraction": (NUMBER, "of node VRAM", "training state / node VRAM"),
+    "training_sharding": (enum_of(SHARDINGS), "", "how one node's GPUs hold the training state: none (every GPU "
+                          "keeps it all, DDP) when that fits, else fsdp (FSDP / ZeRO-3 sharding)"),
+    "training_gpu_state_gb": (NUMBER, "GB", "training state of each GPU on one node: states (sharded under fsdp) + "
+                              "the largest module gathered (fsdp) + the GPU's share of the activations"),
+    "training_gpu_fraction": (NUMBER, "of card memory", "training_gpu_state_gb / card memory"),
+    "training_nodes": (NUMBER, "nodes", "nodes whose GPUs hold the training state within the training limit each "
+                       "(FSDP over all their GPUs beyond one node)"),
+    "training_sharding_at_nodes": (enum_of(SHARDINGS), "", "how the GPUs of training_nodes nodes hold the state: "
+                                   "training_sharding on one node, fsdp (FSDP / ZeRO-3) over more"),
+    "training_gpu_state_gb_at_nodes": (NUMBER, "GB", "training state of each GPU on training_nodes nodes (FSDP / "
+                                       "ZeRO-3 over all their GPUs beyond one node)"),
+    "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
+    "qlora_state_fraction": (NUMBER, "of node VRAM", "QLoRA training state / node VRAM"),
+    "qlora_sharding": (enum_of(SHARDINGS), "", "how one node's GPUs hold the same job's state as QLoRA"),
+    "qlora_nodes": (NUMBER, "nodes", "nodes that hold the same LoRA job's state as QLoRA"),
+    "full_node_vram_gb": (NUMBER, "GB", "VRAM of one full node of this card (full_node_gpus cards)"),
+    "full_node_workload_fraction_int4": (NUMBER, "of card memory", "INT4 weights + KV + runtime overhead of the "
+                                         "busiest GPU of one full node holding every request / card memory"),
+    "full_node_training_fraction": (NUMBER, "of card memory", "training state of each GPU of one full node / card "
+                                    "memory"),
+    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
+    "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
+    "days_on_one_node": (NUMBER, "days", "time to result on one node"),
+    "days_on_plan": (NUMBER, "days", "time to result on the scale-out plan"),
+    "intra_node_bandwidth_gbs": (NUMBER, "GB/s", "GPU-to-GPU bandwidth inside the box"),
+    "interconnect_bandwidth_gbs": (NUMBER, "GB/s", "GPU-to-GPU bandwidth between boxes"),
+    "interconnect_latency_us": (NUMBER, "us", "one inter-node hop"),
+    "bandwidth_cliff_ratio": (NUMBER, "x", "in-box bandwidth / inter-node bandwidth"),
+    "tp_efficiency_one_node": (NUMBER, "per GPU", "TP across the GPUs of one node"),
+    "scale_out_nodes": (NUMBER, "nodes", "nodes of a multi-node plan (at least two)"),
+    "naive_tp_efficiency": (NUMBER, "per GPU", "TP across every GPU of the scale-out plan"),
+    "plan_efficiency": (NUMBER, "per GPU", "TP inside each node x PP across the nodes"),
+    "dp_efficiency": (NUMBER, "per GPU", "DP replicas across the scale-out nodes"),
+    "proposed_total_gpus": (NUMBER, "GPUs", "GPUs in the proposed build"),
+    "proposed_tp_efficiency": (NUMBER, "per GPU", "TP across the proposed build"),
+    "proposed_one_node_efficiency": (NUMBER, "per GPU", "TP over the same GPUs in one node"),
+    **DEADLINE_FIGURE_SPECS,
+}
+
+# name: (type, unit, description); figures of the recommended plan, computed after the rules decide it
+# (domain/plan.py), so in the answer but not visible to the rules
+PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
+    "plan_gpu_memory_gb": (NUMBER, "GB", "memory of the plan's busiest GPU: inference, weights / (TP x PP) + its "
+                           "requests' KV + runtime overhead; training, the per-GPU state at the plan's nodes (FSDP / "
+                           "ZeRO-3 formula) or the whole state per GPU when unsharded"),
+    "plan_gpu_memory_fraction": (NUMBER, "of card memory", "plan_gpu_memory_gb / the plan card's memory"),
+    "per_user_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each concurrent request sees on the plan: "
+                              "its nodes' aggregate tokens/s / concurrency, at most the bandwidth bound of its TP x "
+                              "PP group at its batch (active weights / TP + the batch's KV per rank, read at the "
+                              "card's memory bandwidth every step) (inference plans)"),
+}
+
+FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extremes the largest is ~1e17
+# counts that the sizing makes at least 1 (nodes_for, replicas_needed and ceil of a positive count)
+AT_LEAST_ONE = frozenset({
+    "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
+    "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "latency_nodes_fp8",
+    "latency_nodes_int4", "training_nodes",
+    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"}) | DEADLINE_AT_LEAST_ONE
+TP_MAX = 16  # an in-node TP divides gpus_per_node, at most 16 (domain/workload.py)
+RANGES = {"tp_fp8": (1.0, TP_MAX), "tp_int4": (1.0, TP_MAX)}
+
+
+def figure_range(name: str) -> tuple[float, float]:
+    """The declared range of a numeric figure (`compute_figures` refuses a figure outside it)."""
+    if name in RANGES:
+        return RANGES[name]
+    return (1.0 if name in AT_LEAST_ONE else 0.0), FIGURE_MAX
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One sizing number as the answer reports it."""
+
+    name: str
+    value: float | int | bool | str
+    unit: str
+    description: str

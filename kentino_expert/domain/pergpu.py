@@ -1,0 +1,173 @@
+"""Memory per GPU: the in-node tensor parallelism of a serving replica, how many requests a node holds, how
+many nodes a TP x PP serving unit needs, and a training job's state per GPU with or without FSDP sharding.
+
+Serving (vLLM's layout): a replica of `tp` GPUs splits the weights `tp` ways; each rank keeps
+max(1, kv_heads / tp) KV heads, so heads are replicated when TP exceeds them, and an MLA latent is kept whole
+on every rank (vLLM `get_num_kv_heads`). The node's other GPUs are further replicas (DP) that share the
+requests. Training (DeepSpeed's ZeRO-3 estimator): sharded states / GPUs + the largest module gathered whole +
+each GPU's share of the activations and logits; unsharded (DDP) every GPU keeps all the states.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..errors import EngineError
+from . import architecture, sizing
+from .catalog import ModelSpec
+
+SHARDED, REPLICATED = "fsdp", "none"  # the values of the training_sharding figures
+
+
+def divisors(gpus: int) -> list[int]:
+    """The tensor-parallel sizes one node allows: the divisors of its GPU count, smallest first."""
+    return [size for size in range(1, gpus + 1) if gpus % size == 0]
+
+
+def kv_rank_bytes_per_token(model: ModelSpec, kv_bytes: float, tp: int, pp: int = 1) -> float:
+    """KV bytes one rank keeps per token: its layers (L / pp) x its KV heads (at least one, so replicated when
+    tp exceeds them) x head_dim x 2 (K and V); with MLA the whole latent on every rank."""
+    layers = model.layers / pp
+    if model.mla is not None:
+        return layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_bytes
+    heads = max(1, math.ceil(model.kv_heads / tp))
+    return 2 * layers * heads * model.head_dim * kv_bytes
+
+
+@dataclass(frozen=True)
+class ServingLoad:
+    """One precision's serving problem on one card: the weights, a request's context, and the per-GPU budget."""
+
+    model: ModelSpec
+    weights_gb: float
+    context_tokens: int
+    kv_bytes: float
+    card_gb: float
+    overhead_gb: float  # runtime overhead of each GPU
+    weights_max: float  # weights may take this share of a GPU (the headroom rule)
+    workload_max: float  # weights + KV + overhead may take this share
+    decode_gb: float = 0.0  # weights one decode step reads (sizing.decode_bytes_gb)
+    bandwidth_gbs: float = 0.0  # the card's memory bandwidth
+
+    def rank_gb_per_request(self, tp: int, pp: int = 1) -> float:
+        """KV GB one rank keeps for one request."""
+        per_token = kv_rank_bytes_per_token(self.model, self.kv_bytes, tp, pp)
+        return per_token * sizing.held_tokens(self.model, self.context_tokens) / 1e9
+
+    def gpu_gb(self, tp: int, pp: int, requests: float) -> float:
+        """Memory of each GPU of a TP x PP group holding `requests` requests."""
+        return self.weights_gb / (tp * pp) + requests * self.rank_gb_per_request(tp, pp) + self.overhead_gb
+
+    def decode_ceiling_tokens_per_s(self, tp: int, pp: int, requests: float) -> float:
+        """One user's decode speed at most, on a TP x PP group holding `requests`: each step every rank reads its
+        share of the active weights (decode_gb / tp) and its requests' KV cache at its card's bandwidth, and a
+        token passes the pp stages one after another (the bandwidth bound of decode)."""
+        step_s = (self.decode_gb / tp + requests * pp * self.rank_gb_per_request(tp, pp)) / self.bandwidth_gbs
+        return 1 / step_s
+
+    def weights_fit(self, tp: int) -> bool:
+        return self.weights_gb / tp <= self.weights_max * self.card_gb
+
+    def group_capacity(self, tp: int) -> int:
+        """Requests a group of `tp` GPUs holds within the workload budget (0 when not even one)."""
+        room = self.workload_max * self.card_gb - self.overhead_gb - self.weights_gb / tp
+        return max(0, math.floor(room / self.rank_gb_per_request(tp))) if room > 0 else 0
+
+
+def _layouts(load: ServingLoad, gpus: int) -> list[int]:
+    """TP sizes whose weights keep the headroom; the whole node when none does (the figures stay defined)."""
+    fitting = [tp for tp in divisors(gpus) if load.weights_fit(tp)]
+    return fitting or [gpus]
+
+
+def requests_per_group(requests: float, gpus: int, tp: int) -> int:
+    """Requests each of the node's gpus / tp replicas holds when they share `requests` evenly."""
+    return math.ceil(requests / (gpus // tp))
+
+
+def in_node_tp(load: ServingLoad, gpus: int, requests: float) -> int | None:
+    """The smallest TP that holds the weights with headroom and its share of the node's requests (None: none)."""
+    for tp in divisors(gpus):
+        if load.weights_fit(tp) and requests_per_group(requests, gpus, tp) <= load.group_capacity(tp):
+            return tp
+    return None
+
+
+def node_capacity(load: ServingLoad, gpus: int) -> int:
+    """Concurrent requests one node holds at its best layout: replicas of `tp` GPUs, each holding its share."""
+    return max((gpus // tp) * load.group_capacity(tp) for tp in _layouts(load, gpus))
+
+
+def single_node_gpu_gb(load: ServingLoad, gpus: int, requests: float) -> float:
+    """Memory of the busiest GPU when one node holds all `requests` at its least-loaded layout."""
+    return min(load.gpu_gb(tp, 1, requests_per_group(requests, gpus, tp)) for tp in _layouts(load, gpus))
+
+
+def unit_nodes(load: ServingLoad, gpus: int, requests: float) -> int:
+    """Nodes of a TP = gpus x PP = nodes unit that holds all `requests` within the workload budget per GPU."""
+    budget = load.workload_max * load.card_gb - load.overhead_gb
+    if budget <= 0:
+        raise EngineError("the runtime overhead takes the whole workload budget of a GPU: check "
+                          "workload_fraction_max (rules/parameters.yaml) and runtime_overhead_fraction (knowledge/)")
+    per_node = load.weights_gb / gpus + requests * load.rank_gb_per_request(gpus)
+    return max(1, math.ceil(per_node / budget))
+
+
+@dataclass(frozen=True)
+class TrainingLoad:
+    """A training job's memory: what sharding divides, what each GPU's tokens hold, what ZeRO-3 gathers."""
+
+    states_gb: float  # weights, gradients and optimizer states (PEFT: the frozen base and the adapters)
+    tokens_gb: float  # activations (and PEFT logits) of all the tokens in flight, split over the GPUs
+    gathered_gb: float  # the largest module, gathered whole on each GPU under FSDP / ZeRO-3
+
+    @property
+    def total_gb(self) -> float:
+        return self.states_gb + self.tokens_gb
+
+    def gpu_gb(self, gpus_total: int, sharding: str) -> float:
+        """Memory of each GPU of a job over `gpus_total` GPUs, with the states sharded (fsdp) or not (none)."""
+        if sharding == SHARDED:
+            return self.states_gb / gpus_total + self.gathered_gb + self.tokens_gb / gpus_total
+        return self.states_gb + self.tokens_gb / gpus_total
+
+
+def training_load(task: str, model: ModelSpec, constants: dict) -> TrainingLoad:
+    """The job's memory parts by task: full fine-tuning / pretraining, LoRA (BF16 base), QLoRA (NF4 base)."""
+    training = constants["training"]
+    tokens = training["tokens_in_flight"]
+    largest = architecture.largest_module_params(model)
+    if task in ("lora", "qlora"):
+        qlora = task == "qlora"
+        base = sizing.qlora_base_gb(model, constants) if qlora else sizing.weights_gb(model, "bf16", constants)
+        acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_peft"], tokens)
+        return TrainingLoad(base + sizing.lora_adapter_gb(model, training),
+                            acts + sizing.logits_gb(model, training, tokens),
+                            largest * training["gathered_bytes_per_param_peft"] / 1e9)
+    states = model.params_b * training["bytes_per_param_full"]
+    acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_full"], tokens)
+    return TrainingLoad(states, acts, largest * training["gathered_bytes_per_param_full"] / 1e9)
+
+
+def laid_out(load: TrainingLoad, limit_gb: float, training: dict) -> TrainingLoad:
+    """The load as the plan lays it out: the largest module gathered whole on each GPU (DeepSpeed's estimator),
+    unless it would take more than `gathered_share_max` of a GPU's limit: then TP splits it just enough (Megatron
+    splits the embedding by vocabulary), so a bigger module never needs fewer GPUs."""
+    cap = training["gathered_share_max"] * limit_gb
+    return load if load.gathered_gb <= cap else replace(load, gathered_gb=cap)
+
+
+def training_sharding(load: TrainingLoad, gpus: int, limit_gb: float) -> str:
+    """Unsharded (every GPU keeps all the states, DDP) when that fits one node's GPUs, else FSDP / ZeRO-3."""
+    return REPLICATED if load.gpu_gb(gpus, REPLICATED) <= limit_gb else SHARDED
+
+
+def training_nodes(load: TrainingLoad, gpus_per_node: int, limit_gb: float) -> int | None:
+    """Nodes whose GPUs hold the job within `limit_gb` each: one when it fits one node as it is, else the
+    fewest with FSDP over all their GPUs (None when the gathered module alone exceeds the limit)."""
+    if load.gpu_gb(gpus_per_node, training_sharding(load, gpus_per_node, limit_gb)) <= limit_gb:
+        return 1
+    room = limit_gb - load.gathered_gb
+    if room <= 0:
+        return None
+    return max(1, math.ceil(load.total_gb / (gpus_per_node * room)))

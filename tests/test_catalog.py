@@ -1,0 +1,155 @@
+"""The knowledge catalog: the MoE entries, sources beside every field, the validators of the new schema, the latency
+targets, and the figures the derivation adds from them (in-node TP, latency demand, a corpus's prefill share)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kentino_expert.domain import architecture
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.domain.derive import derive
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.errors import KnowledgeError
+from kentino_expert.expert import Expert
+
+ROOT = Path(__file__).resolve().parent.parent
+K = load_knowledge(ROOT / "knowledge")
+MOE_IDS = ("llama-4-scout", "llama-4-maverick", "qwen3-235b-a22b", "qwen3-30b-a3b", "gpt-oss-120b", "gpt-oss-20b",
+           "deepseek-r1", "deepseek-v3.1", "kimi-k2")
+UNSOURCED = {"id", "name", "aliases", "source", "sources", "estimated"}
+
+
+class TestCatalog:
+    """The catalog's entries and their sources."""
+
+    @pytest.mark.parametrize("model_id", MOE_IDS)
+    def test_moe_entry_is_mixture_of_experts(self, model_id):
+        """Each new MoE model has its expert layout and fewer active than total parameters."""
+        model = K.model(model_id)
+        assert model.moe is not None and model.active_b < model.params_b
+
+    @pytest.mark.parametrize("alias,model_id", [
+        ("qwen3-235b", "qwen3-235b-a22b"), ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("kimi-k2-instruct", "kimi-k2"), ("llama4-scout", "llama-4-scout")])
+    def test_aliases(self, alias, model_id):
+        """Aliases resolve to the catalog id, in any case."""
+        assert K.model(alias.upper()).id == model_id
+
+    @pytest.mark.parametrize("model_id", sorted(K.models))
+    def test_every_field_set_has_a_source(self, model_id):
+        """Every field an entry sets is named by one of its `sources` keys, or the entry's `source` covers it all
+        (the entries that have no `sources`)."""
+        model = K.model(model_id)
+        covered = {name.strip() for key in model.sources for name in key.split(",")}
+        base = {"params_b", "active_params_b", "layers", "hidden", "attention_heads", "kv_heads", "head_dim",
+                "max_context"}  # the main `source` (config.json and model card) of every entry
+        named = model.model_fields_set - UNSOURCED - base
+        assert named <= covered | ({"local_attention", "mla", "moe"} if not model.sources else set()), named - covered
+
+    def test_mla_models_carry_their_projection_ranks(self):
+        """DeepSeek and Kimi keep a 512 + 64 latent and a 1,536 query rank (the LoRA count needs them)."""
+        for model_id in ("deepseek-v3", "deepseek-r1", "deepseek-v3.1", "kimi-k2"):
+            mla = K.model(model_id).mla
+            assert (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.q_lora_rank) == (512, 64, 1536)
+
+    def test_gpt_oss_routed_experts_are_most_of_it(self):
+        """gpt-oss-120b's routed experts are 114.7B of its 116.8B (its MXFP4 part)."""
+        model = K.model("gpt-oss-120b")
+        assert architecture.routed_expert_params(model) == pytest.approx(114.65e9, rel=0.01)
+
+    def test_largest_module_is_the_embedding(self):
+        """The biggest module ZeRO-3 gathers is the 128,256 x 16,384 embedding of Llama 3.1 405B (2.1B)."""
+        assert architecture.largest_module_params(K.model("llama-3.1-405b")) == 128256 * 16384
+
+
+def copy_knowledge(tmp_path: Path) -> Path:
+    target = tmp_path / "knowledge"
+    shutil.copytree(ROOT / "knowledge", target)
+    return target
+
+
+class TestValidation:
+    """A broken catalog or latency file is a located KnowledgeError."""
+
+    def test_more_moe_layers_than_layers(self, tmp_path):
+        """moe_layers above layers is refused with the entry's index."""
+        root = copy_knowledge(tmp_path)
+        path = root / "models.yaml"
+        path.write_text(path.read_text().replace("expert_intermediate_size: 2048, moe_layers: 58}",
+                                                 "expert_intermediate_size: 2048, moe_layers: 99}", 1))
+        with pytest.raises(KnowledgeError, match=r"models\[11\]: moe.moe_layers \(99\) is more than layers"):
+            load_knowledge(root)
+
+    def test_sources_key_must_name_fields(self, tmp_path):
+        """A `sources` key naming no field of a model is refused (a typo would leave a number unsourced)."""
+        root = copy_knowledge(tmp_path)
+        path = root / "models.yaml"
+        original = "      vocab_size, tie_word_embeddings, intermediate_size: \"config"
+        path.write_text(path.read_text().replace(original, original.replace("vocab_size", "vocab_sise"), 1))
+        with pytest.raises(KnowledgeError, match="sources: 'vocab_sise' is not a field of a model"):
+            load_knowledge(root)
+
+    def test_latency_class_must_exist(self, tmp_path):
+        """A target for an unknown latency class is refused at its line."""
+        root = copy_knowledge(tmp_path)
+        path = root / "latency.yaml"
+        path.write_text(path.read_text().replace("  production: 5 ", "  productoin: 5 "))
+        with pytest.raises(KnowledgeError, match="unknown latency class 'productoin'") as caught:
+            load_knowledge(root)
+        assert caught.value.location.line > 1
+
+    def test_latency_target_must_be_positive(self, tmp_path):
+        """A zero target is refused."""
+        root = copy_knowledge(tmp_path)
+        path = root / "latency.yaml"
+        path.write_text(path.read_text().replace("  interactive: 25 ", "  interactive: 0 "))
+        with pytest.raises(KnowledgeError, match="per_user_tokens_per_s.interactive: expected a positive number"):
+            load_knowledge(root)
+
+
+EXPERT = Expert()
+
+
+def figures_of(facts: dict) -> dict:
+    ruleset = EXPERT.ruleset
+    derived = derive(validate_facts(facts), EXPERT.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+    return {name: figure.value for name, figure in derived.figures.items()}
+
+
+class TestDerivedFigures:
+    """What the derivation computes from the new facts and catalog fields."""
+
+    def test_latency_target_becomes_a_demand(self):
+        """256 interactive users at 25 tokens/s each demand 6,400 tokens/s: 13 nodes at the 70B's 500."""
+        figures = figures_of({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256,
+                              "latency": "interactive"})
+        assert figures["latency_target_tokens_per_s"] == 25
+        assert figures["latency_demand_tokens_per_s"] == 6400 == figures["demand_tokens_per_s"]
+        assert figures["replicas_needed_fp8"] == 13
+
+    def test_offline_has_no_per_user_target(self):
+        """Offline batch work has no per-user decode target, so no latency demand."""
+        figures = figures_of({"task": "batch-inference", "model": "llama-3.1-70b"})
+        assert "latency_target_tokens_per_s" not in figures and "latency_demand_tokens_per_s" not in figures
+
+    def test_generated_share_blends_the_corpus_rate(self):
+        """A corpus 10% generated runs at 1 / (0.1 / decode + 0.9 / prefill) tokens/s per node."""
+        facts = {"task": "batch-inference", "model": "llama-3.1-70b", "corpus_tokens": "1B", "deadline_days": 2}
+        generated = figures_of(facts)
+        mixed = figures_of({**facts, "generated_share": 0.1})
+        prefill = mixed["node_prefill_tokens_per_s_fp8"]
+        assert generated["node_tokens_per_s_fp8"] == pytest.approx(2000)
+        assert mixed["node_tokens_per_s_fp8"] == pytest.approx(1 / (0.1 / 2000 + 0.9 / prefill), rel=1e-5)
+        assert generated["replicas_needed_fp8"] == 3 and mixed["replicas_needed_fp8"] == 1
+
+    def test_qwen3_moe_decodes_on_its_active_parameters(self):
+        """Qwen3-235B-A22B decodes about 70.6 / 22 times faster than a dense 70B at FP8 on the same node."""
+        figures = figures_of({"task": "inference", "model": "qwen3-235b-a22b", "latency": "production"})
+        assert figures["node_tokens_per_s_fp8"] == pytest.approx(1250 * 70.6 / 22, rel=0.01)
+
+    def test_training_figures_name_the_sharding(self):
+        """70B LoRA shards its BF16 base (fsdp); 8B LoRA keeps it whole on every GPU (none)."""
+        assert figures_of({"task": "lora", "model": "llama-3.1-70b"})["training_sharding"] == "fsdp"
+        assert figures_of({"task": "lora", "model": "llama-3.1-8b"})["training_sharding"] == "none"
