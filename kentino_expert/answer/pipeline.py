@@ -138,8 +138,8 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     firings, final = run_rules(ruleset, {**derived.state(), **search_state}, backend)
     params = ruleset.parameter_values
     recommendation = _recommendation(final, derived.facts, firings)
-    figures = {**derived.figures, **plan_figures(_plan_of(recommendation, final), derived.facts, derived.model, knowledge,
-                                                  params)}
+    plan = _plan_of(recommendation, final)
+    figures = {**derived.figures, **plan_figures(plan, derived.facts, derived.model, knowledge, params)}
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
         recommendation=recommendation,
