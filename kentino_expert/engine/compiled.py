@@ -9,11 +9,12 @@ A rule that cannot fire costs next to nothing:
 - the index: a rule with a condition `name in [...]` or `name == literal` on a name no rule writes (the
   task, the card, a fact) is a candidate only when the state's value is one of those literals (one dict
   lookup per indexed name and evaluation, whatever the rule count);
-- the falsity cache: a rule found false stays false until a firing writes a name its conditions read, so
-  it is evaluated again only then (the reference evaluator tries every rule after every firing).
+- the falsity cache: a rule found false leaves the agenda until a firing writes a name its conditions
+  read, so it is evaluated again only then (the reference evaluator tries every rule after every firing).
 """
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
 from itertools import chain
 
@@ -191,27 +192,29 @@ class CompiledEngine:
         return key
 
     def _chain(self, state: dict, apply, max_steps: int):
+        """The firing loop. `pending` holds, in order, the candidates whose truth is not known to be false;
+        a rule found false leaves it and comes back only when a firing writes a name it reads."""
         state = dict(state)
         rules, holds, effects, readers = self._rules, self._holds, self._effects, self._readers
-        live = self.candidates(state)
-        false: set[int] = set()
+        pending = self.candidates(state)
+        admitted, waiting = set(pending), set(pending)
         fired, added_all = [], {}
         for _ in range(max_steps):
-            for position in live:
-                if position in false:
-                    continue
+            for at, position in enumerate(pending):  # noqa: B007 - `at` is read after the break
                 if holds[position](state):
                     break
-                false.add(position)
+                waiting.discard(position)
             else:
                 return fired, state, added_all
+            del pending[:at]  # the rules before it are false until a name they read changes
             rule = rules[position]
             added = apply(rule, state) if apply is not None else effects[position].of(state)
             state.update(added)
             added_all.update(added)
             fired.append(rule)
             for name in added:
-                affected = readers.get(name)
-                if affected:
-                    false.difference_update(affected)
+                for again in readers.get(name, ()):
+                    if again in admitted and again not in waiting:
+                        waiting.add(again)
+                        insort(pending, again)
         raise EngineError(f"no quiescence after {max_steps} firings")
