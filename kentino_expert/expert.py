@@ -38,7 +38,7 @@ class Expert:
         self.ruleset: RuleSet = compile_ruleset(self.rules_dir, self.knowledge, backend=engine_class)
         self.backend_name = engine_class.name
         self.engine = engine_class(self.ruleset)
-        self.kinds = KindOracle(self.knowledge, self.ruleset, engine_class, what_if_cache)
+        self.kinds = KindOracle(self.knowledge, self.ruleset, what_if_cache)  # on the compiled evaluator
         # whole evaluations keyed by their facts, for whoever answers the same facts again (the decide
         # use case, service/decide.py): it lives and dies with this expert, so a reload starts it empty
         self.answer_cache = AnswerCache(answer_cache)

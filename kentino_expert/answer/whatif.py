@@ -1,56 +1,106 @@
-"""What-if probes: the kind the rules reach for some facts, with only the rules that decide the kind, cached."""
+"""What-if probes: the kind the rules reach for some facts, on the compiled evaluator with only the rules that
+decide the kind, sharing what does not change between the probes of one turn, cached."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ..domain.catalog import Knowledge
-from ..domain.derive import derive
+from ..domain.derive import derive_state, derive_with_inputs
 from ..domain.state import RECOMMENDED_KIND
-from ..domain.workload import validate_facts
-from ..engine.chaining import final_state
+from ..domain.workload import Workload, validate_facts
+from ..engine.compiled import CompiledEngine
+from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, facts_key
 
+_FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
+
+
+@dataclass(frozen=True)
+class ProbeBase:
+    """The facts a turn's probes start from, derived once: its state and the facts the derivation read."""
+
+    known: dict  # the facts as given (Workload.known())
+    state: dict
+    inputs: frozenset | None  # None: the derivation read every fact (no probe may reuse the state)
+
 
 class KindOracle:
-    """The recommended kind for facts, for what-if probes: only the rules that can decide the kind
-    (on an engine of their own, built on first use) and bounded caches of the answers.
+    """The recommended kind for facts, for what-if probes: only the rules that can decide the kind, on the
+    compiled evaluator (engine/compiled.py; durable-rules decides every recorded answer), and bounded caches.
 
-    A chat bot's first turn probes ~16 what-ifs; the advice rules (about 40% of the rule set) only
-    warn, so leaving them out makes each probe cheaper, and the caches make a repeated probe free.
-    An Expert never changes once built (a reload builds a new one), so the caches cannot go stale.
+    A chat bot's first turn probes ~16 what-ifs, each one fact added to the turn's facts. Inside `around`,
+    a probe of a fact the derivation never read (the tenancy, say) reuses the turn's derived state with that
+    fact set, and a probe whose state is the same as an earlier one's on every name the deciding rules read
+    is not evaluated again. An Expert never changes once built, so the caches cannot go stale.
     """
 
-    def __init__(self, knowledge: Knowledge, ruleset: RuleSet, backend_class, cache_size: int):
+    def __init__(self, knowledge: Knowledge, ruleset: RuleSet, cache_size: int):
         self.knowledge = knowledge
         self.ruleset = deciding_subset(ruleset, RECOMMENDED_KIND)  # same parameters and defaults
-        self._backend_class = backend_class
-        self._engine = None
-        self._lock = threading.Lock()
-        self._reads = frozenset().union(*(rule.reads for rule in self.ruleset.rules))
+        self.engine = CompiledEngine(self.ruleset)
         self._by_facts = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
+        self._base = threading.local()
 
-    def engine(self):
-        with self._lock:
-            if self._engine is None:
-                self._engine = self._backend_class(self.ruleset)
-            return self._engine
+    @contextmanager
+    def around(self, workload: Workload):
+        """Probes of this thread, inside the block, may share the derivation of `workload`'s facts."""
+        ruleset = self.ruleset
+        try:
+            state, inputs = derive_with_inputs(workload, self.knowledge, ruleset.fact_policies,
+                                               ruleset.parameter_values)
+            base = ProbeBase(workload.known(), state, inputs)
+        except _FAILURES:  # facts the sizing cannot take: every probe derives its own state (and may fail)
+            base = None
+        previous = getattr(self._base, "value", None)
+        self._base.value = base
+        try:
+            yield self._base.value
+        finally:
+            self._base.value = previous
 
     def kind_of(self, mapping) -> str | None:
+        """The kind the rules reach for a mapping of facts; raises KentinoError on facts that do not validate."""
         return self._by_facts.get_or_compute(facts_key(mapping), lambda: self._uncached(mapping))
 
+    def kinds_of(self, workload: Workload, probes) -> list:
+        """For each (fact, value) of `probes`: the kind the rules reach for `workload`'s facts with that fact
+        set, or the exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
+        known = workload.known()
+        out = []
+        with self.around(workload):
+            for fact, value in probes:
+                try:
+                    out.append(self.kind_of({**known, fact: value}))
+                except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
+                    out.append(exc)
+        return out
+
     def _uncached(self, mapping) -> str | None:
-        ruleset = self.ruleset
-        state = derive(validate_facts(mapping), self.knowledge, ruleset.fact_policies, ruleset.parameter_values).state()
+        workload = validate_facts(mapping)
+        state = self._shared_state(workload)
+        if state is None:
+            ruleset = self.ruleset
+            state = derive_state(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
         # Different facts often size to the same state as far as the deciding rules can see (a probe
         # equal to the default, a card the model fits on either way): the kind is then known.
-        key = tuple(sorted((name, state[name]) for name in self._reads if name in state))
-        return self._by_state.get_or_compute(
-            key, lambda: final_state(ruleset, state, self.engine()).get(RECOMMENDED_KIND))
+        return self._by_state.get_or_compute(self.engine.key_of(state), lambda: self.engine.evaluate(state).kind)
 
     def close(self) -> None:
-        with self._lock:
-            if self._engine is not None:
-                self._engine.close()
-                self._engine = None
+        self.engine.close()
+
+    def _shared_state(self, workload: Workload) -> dict | None:
+        """The state of `workload` from this thread's probe base, when its facts differ from the base's only
+        in one fact the base's derivation never read (else None: derive it)."""
+        base = getattr(self._base, "value", None)
+        if base is None or base.inputs is None:
+            return None
+        known = workload.known()
+        changed = [name for name in known.keys() | base.known.keys() if known.get(name) != base.known.get(name)]
+        if len(changed) != 1 or changed[0] not in known or changed[0] in base.inputs \
+                or isinstance(known[changed[0]], dict):
+            return None
+        return {**base.state, changed[0]: known[changed[0]]}

@@ -103,6 +103,14 @@ class Figure:
 def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
                     knowledge: Knowledge, params: dict) -> dict:
     """Every figure that the known facts allow; a figure whose inputs are unknown is absent."""
+    return {name: Figure(name, value, FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
+            for name, value in figure_values(facts, model, gpu, link, knowledge, params).items()}
+
+
+def figure_values(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
+                  knowledge: Knowledge, params: dict) -> dict:
+    """name -> value of every figure the known facts allow (checked, as `compute_figures` has them): what
+    the rules read, without the answer's units and descriptions (what-if probes need only the values)."""
     values: dict = {}
     gpus = facts.get("gpus_per_node")
     if gpu is not None and gpus:
@@ -119,13 +127,17 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
             _full_node_figures(values, gpu, gpus, knowledge, params)
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
-    return {name: Figure(name, _checked(name, value), FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
-            for name, value in values.items()}
+    return {name: _checked(name, value) for name, value in values.items()}
 
 
 def _checked(name: str, value):
     """The figure rounded to 6 digits, within its declared range (`figure_range`): `rules check` proves
     the rules' arithmetic finite over those ranges, so a figure outside one is refused here."""
+    kind = type(value)
+    if kind is bool or kind is str:
+        return value
+    if kind is int and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:  # the common case, fast
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
             raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
