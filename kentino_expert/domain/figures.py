@@ -138,7 +138,12 @@ def _checked(name: str, value):
         return value
     if kind is int and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:  # the common case, fast
         return value
-    if isinstance(value, float):
+    if kind is float:
+        rounded = _ROUNDED.get(value)
+        if rounded is None:
+            rounded = _rounded(value)
+        value = rounded
+    elif isinstance(value, float):
         if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
             raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
         value = float(f"{value:.6g}")
@@ -148,6 +153,20 @@ def _checked(name: str, value):
             raise EngineError(f"figure {name} came out as {value:g}, outside its declared range {low:g}..{high:g} "
                               "(kentino_expert/domain/figures.py): check knowledge/ and the facts")
     return value
+
+
+_ROUNDED: dict = {}  # float -> its 6-digit rounding: what-if probes size mostly the same numbers again
+
+
+def _rounded(value: float) -> float:
+    if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
+        raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
+    rounded = float(f"{value:.6g}")
+    if len(_ROUNDED) >= 65536:  # bounded: ~5 MB at most
+        _ROUNDED.clear()
+    if value:  # not 0.0: -0.0 finds 0.0's entry (equal keys), and the sign must stay
+        _ROUNDED[value] = rounded
+    return rounded
 
 
 def _card_figures(values, gpu, gpus):

@@ -96,6 +96,23 @@ def _indexable(value) -> bool:
     return value == value
 
 
+def _closers(rules) -> dict[str, frozenset]:
+    """name -> the rules that a write of the name makes false for good: those whose only mention of it is a
+    refraction guard `not exists name` (compiler._guard). Their other conditions read nothing the write
+    changed, so the reference evaluator would find them false too (conditions are type-checked: they do not
+    raise on a state of the rules' types)."""
+    out: dict[str, set] = {}
+    for position, rule in enumerate(rules):
+        guarded = [c.operand.name.id for c in rule.conditions
+                   if type(c) is nodes.Not and type(c.operand) is nodes.Exists]
+        others = {n.id for c in rule.conditions if not (type(c) is nodes.Not and type(c.operand) is nodes.Exists)
+                  for n in nodes.names_in(c)}
+        for name in guarded:
+            if name not in others:
+                out.setdefault(name, set()).add(position)
+    return {name: frozenset(positions) for name, positions in out.items()}
+
+
 class CompiledEngine:
     """Forward chaining with the reference evaluator's semantics: fire, again and again, the first rule (by
     order) whose conditions hold, until none does."""
@@ -126,6 +143,7 @@ class CompiledEngine:
             for value in dict.fromkeys(term[1]):
                 by_value.setdefault(value, []).append(position)
         self._readers = {name: frozenset(positions) for name, positions in readers.items()}
+        self._closers = _closers(rules)
         self._buckets = {name: {value: tuple(p) for value, p in by_value.items()} for name, by_value in buckets.items()}
         self._unindexed = tuple(unindexed)
         self._indexed_on = {name: tuple(sorted(set(chain.from_iterable(by_value.values()))))
@@ -195,13 +213,13 @@ class CompiledEngine:
         """The firing loop. `pending` holds, in order, the candidates whose truth is not known to be false;
         a rule found false leaves it and comes back only when a firing writes a name it reads."""
         state = dict(state)
-        rules, holds, effects, readers = self._rules, self._holds, self._effects, self._readers
+        rules, holds, effects, readers, closers = self._rules, self._holds, self._effects, self._readers, self._closers
         pending = self.candidates(state)
-        admitted, waiting = set(pending), set(pending)
+        admitted, waiting, closed = set(pending), set(pending), set()
         fired, added_all = [], {}
         for _ in range(max_steps):
             for at, position in enumerate(pending):  # noqa: B007 - `at` is read after the break
-                if holds[position](state):
+                if position not in closed and holds[position](state):
                     break
                 waiting.discard(position)
             else:
@@ -212,9 +230,15 @@ class CompiledEngine:
             state.update(added)
             added_all.update(added)
             fired.append(rule)
-            for name in added:
+            for name, value in added.items():
+                shut = closers.get(name)
+                if shut:
+                    if value is MISSING:
+                        closed.difference_update(shut)
+                    else:
+                        closed.update(shut)
                 for again in readers.get(name, ()):
-                    if again in admitted and again not in waiting:
+                    if again in admitted and again not in waiting and again not in closed:
                         waiting.add(again)
                         insort(pending, again)
         raise EngineError(f"no quiescence after {max_steps} firings")
