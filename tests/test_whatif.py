@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kentino_expert.answer.questions import missing_facts, probe_values
-from kentino_expert.domain.derive import derive, derive_state, derive_with_inputs
+from kentino_expert.domain.derive import derive, derive_state
+from kentino_expert.domain.incremental import Recorder, derive_recorded
 from kentino_expert.domain.workload import validate_facts
 from kentino_expert.errors import KentinoError
 from kentino_expert.expert import Expert
@@ -40,14 +41,14 @@ def _workload(facts):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first_turns)
 def test_derive_state_is_the_state_derive_gives(facts):
-    """derive_state and derive_with_inputs (no assumptions, no units) give derive(...).state() exactly."""
+    """derive_state and derive_recorded (no assumptions, no units) give derive(...).state() exactly."""
     workload = _workload(facts)
     if workload is None:
         return
     expected = derive(workload, KNOWLEDGE, POLICIES, PARAMS).state()
     assert derive_state(workload, KNOWLEDGE, POLICIES, PARAMS) == expected
-    state, inputs = derive_with_inputs(workload, KNOWLEDGE, POLICIES, PARAMS)
-    assert state == expected and inputs is not None and "task" in inputs
+    recorded = derive_recorded(workload, KNOWLEDGE, POLICIES, PARAMS)
+    assert recorded.state == expected and recorded.fixed is not None and "gpus_per_node" in recorded.fixed
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,13 +70,29 @@ def test_a_shared_probe_state_is_the_probe_facts_own_state(facts):
     assert oracle._shared_state(workload) is None  # outside the block nothing is shared
 
 
-def test_tenancy_probes_share_the_turn_state():
-    """The sizing never reads the tenancy: its probes reuse the turn's derivation instead of deriving again."""
+def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
+    """The sizing never reads the tenancy: its probe reuses every figure; a concurrency probe recomputes the
+    memory figures; a probe of the node shape derives anew."""
     workload = validate_facts({"task": "inference", "model": "llama-3.1-70b"})
     with EXPERT.kinds.around(workload) as base:
-        assert base.inputs is not None and "tenancy" not in base.inputs and "concurrency" in base.inputs
-        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"})) is not None
-        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 9})) is None
+        assert all("tenancy" not in step.reads for step in base.steps)
+        assert any("concurrency" in step.reads for step in base.steps)
+        tenancy = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
+        assert tenancy == {**base.state, "tenancy": "multi"}
+        concurrency = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
+        assert concurrency["kv_cache_gb"] > base.state["kv_cache_gb"]
+        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4})) is None
+
+
+def test_the_recorder_sees_lookups_writes_and_walks():
+    """Recorder records get/[]/in as reads, item and update writes, and a walk over it as reading everything."""
+    seen = Recorder({"a": 1, "b": 2})
+    seen.get("a"), "c" in seen, seen["b"]
+    seen["d"] = 4
+    seen.update(e=5)
+    assert seen.read == {"a", "b", "c"} and seen.written == {"d": 4, "e": 5} and not seen.everything
+    list(seen.items())
+    assert seen.everything
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

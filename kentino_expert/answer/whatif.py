@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from ..domain.catalog import Knowledge
-from ..domain.derive import derive_state, derive_with_inputs
+from ..domain.derive import derive_state
+from ..domain.incremental import derive_recorded, probe_state
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.workload import Workload, validate_facts
 from ..engine.compiled import CompiledEngine
@@ -18,23 +18,14 @@ from .cache import LruCache, facts_key
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
 
 
-@dataclass(frozen=True)
-class ProbeBase:
-    """The facts a turn's probes start from, derived once: its state and the facts the derivation read."""
-
-    known: dict  # the facts as given (Workload.known())
-    state: dict
-    inputs: frozenset | None  # None: the derivation read every fact (no probe may reuse the state)
-
-
 class KindOracle:
     """The recommended kind for facts, for what-if probes: only the rules that can decide the kind, on the
     compiled evaluator (engine/compiled.py; durable-rules decides every recorded answer), and bounded caches.
 
     A chat bot's first turn probes ~16 what-ifs, each one fact added to the turn's facts. Inside `around`,
-    a probe of a fact the derivation never read (the tenancy, say) reuses the turn's derived state with that
-    fact set, and a probe whose state is the same as an earlier one's on every name the deciding rules read
-    is not evaluated again. An Expert never changes once built, so the caches cannot go stale.
+    a probe reuses the turn's derivation and recomputes only the figures that read the fact it sets (none
+    for the tenancy, say), and a probe whose state is the same as an earlier one's on every name the
+    deciding rules read is not evaluated again. An Expert never changes once built, so the caches cannot go stale.
     """
 
     def __init__(self, knowledge: Knowledge, ruleset: RuleSet, cache_size: int):
@@ -50,15 +41,14 @@ class KindOracle:
         """Probes of this thread, inside the block, may share the derivation of `workload`'s facts."""
         ruleset = self.ruleset
         try:
-            state, inputs = derive_with_inputs(workload, self.knowledge, ruleset.fact_policies,
-                                               ruleset.parameter_values)
-            base = ProbeBase(workload.known(), state, inputs)
+            base = derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+            base = (workload.known(), base)
         except _FAILURES:  # facts the sizing cannot take: every probe derives its own state (and may fail)
             base = None
         previous = getattr(self._base, "value", None)
         self._base.value = base
         try:
-            yield self._base.value
+            yield base[1] if base else None
         finally:
             self._base.value = previous
 
@@ -93,14 +83,14 @@ class KindOracle:
         self.engine.close()
 
     def _shared_state(self, workload: Workload) -> dict | None:
-        """The state of `workload` from this thread's probe base, when its facts differ from the base's only
-        in one fact the base's derivation never read (else None: derive it)."""
+        """The state of `workload` from this thread's probe base, when its facts differ from the base's in one
+        fact: only the figures that read it are computed again (domain/incremental.py). None: derive anew."""
         base = getattr(self._base, "value", None)
-        if base is None or base.inputs is None:
+        if base is None:
             return None
+        base_known, derivation = base
         known = workload.known()
-        changed = [name for name in known.keys() | base.known.keys() if known.get(name) != base.known.get(name)]
-        if len(changed) != 1 or changed[0] not in known or changed[0] in base.inputs \
-                or isinstance(known[changed[0]], dict):
+        changed = [name for name in known.keys() | base_known.keys() if known.get(name) != base_known.get(name)]
+        if len(changed) != 1 or changed[0] not in known:
             return None
-        return {**base.state, changed[0]: known[changed[0]]}
+        return probe_state(derivation, changed[0], known[changed[0]])

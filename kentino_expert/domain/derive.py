@@ -5,7 +5,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import CatalogError
-from ..lang import nodes
 from ..lang.semantics import truth_of
 from . import sizing
 from .catalog import Knowledge, ModelSpec
@@ -99,73 +98,6 @@ def derive_state(workload: Workload, knowledge: Knowledge, policies: Mapping, pa
     model, gpu, link, _ = resolve_catalog(facts, knowledge)
     facts.update(figure_values(facts, model, gpu, link, knowledge, parameters))
     return facts
-
-
-class _ReadRecorder(dict):
-    """The facts, recording every name the sizing looks up (a lookup, `in`, or a read); a walk over every
-    name (iteration, a copy) records that everything was read."""
-
-    def __init__(self, facts: dict):
-        super().__init__(facts)
-        self.names: set = set()
-        self.everything = False
-
-    def get(self, key, default=None):
-        self.names.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key):
-        self.names.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key):
-        self.names.add(key)
-        return super().__contains__(key)
-
-    def _all(self, method, *args):
-        self.everything = True
-        return getattr(super(), method)(*args)
-
-    def __iter__(self):
-        return self._all("__iter__")
-
-    def keys(self):
-        return self._all("keys")
-
-    def items(self):
-        return self._all("items")
-
-    def values(self):
-        return self._all("values")
-
-    def copy(self):
-        return self._all("copy")
-
-    def __len__(self):
-        return self._all("__len__")
-
-
-def derive_with_inputs(workload: Workload, knowledge: Knowledge, policies: Mapping,
-                       parameters: Mapping) -> tuple[dict, frozenset | None]:
-    """(the state `derive_state` gives, the facts its derivation read): the names the defaults' conditions
-    mention, and those the catalog lookup and the sizing looked up for these facts (None: it walked over
-    every fact). The derivation never saw a fact outside them, so facts that differ from these only in one
-    such fact derive to this state with that fact's value changed."""
-    given = flatten_facts(workload.known())
-    facts, _ = apply_defaults(given, policies)
-    recorder = _ReadRecorder(facts)
-    model, gpu, link, _ = resolve_catalog(recorder, knowledge)
-    values = figure_values(recorder, model, gpu, link, knowledge, parameters)
-    state = dict(dict.items(recorder))  # dict's own items: copying is not a read of the sizing
-    state.update(values)
-    if recorder.everything:
-        return state, None
-    names = set(recorder.names)
-    for policy in policies.values():
-        for default in policy.defaults:
-            if default.when is not None:
-                names.update(node.id for node in nodes.names_in(default.when.node))
-    return state, frozenset(names)
 
 
 def _sizing_assumptions(facts, knowledge) -> list[Assumption]:

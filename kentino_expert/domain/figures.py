@@ -112,22 +112,39 @@ def figure_values(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     """name -> value of every figure the known facts allow (checked, as `compute_figures` has them): what
     the rules read, without the answer's units and descriptions (what-if probes need only the values)."""
     values: dict = {}
-    gpus = facts.get("gpus_per_node")
-    if gpu is not None and gpus:
-        _card_figures(values, gpu, gpus)
-    if model is not None:
-        values["active_params_b"] = model.active_b
-        values["model_max_context"] = model.max_context
-        values["model_estimated"] = model.estimated
-        if "node_vram_gb" in values:
-            _memory_figures(values, facts, model, knowledge, params)
-            _throughput_figures(values, facts, model, gpu, gpus, knowledge)
-            _replica_figures(values)
-            _training_figures(values, facts, model, gpu, gpus, knowledge, params)
-            _full_node_figures(values, gpu, gpus, knowledge, params)
-    if gpu is not None and gpus:
-        _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
+    for group in figure_groups(facts, model, gpu, link, knowledge, params):
+        group(values, facts)
     return {name: _checked(name, value) for name, value in values.items()}
+
+
+def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
+                  knowledge: Knowledge, params: dict) -> list:
+    """The figures' computation as steps `step(values, facts)` run in order, each adding figures to
+    `values`: the card, model, memory, throughput, replica, training, full-node and scaling figures
+    that the card, the node shape and the model allow (a what-if probe recomputes only the steps that
+    read what it changed: domain/incremental.py)."""
+    gpus = facts.get("gpus_per_node")
+    card = gpu is not None and bool(gpus)
+    steps = []
+    if card:
+        steps.append(lambda values, facts: _card_figures(values, gpu, gpus))
+    if model is not None:
+        steps.append(lambda values, facts: _model_figures(values, model))
+        if card:  # the card figures give node_vram_gb, which the sizing divides by
+            steps += [lambda values, facts: _memory_figures(values, facts, model, knowledge, params),
+                      lambda values, facts: _throughput_figures(values, facts, model, gpu, gpus, knowledge),
+                      lambda values, facts: _replica_figures(values),
+                      lambda values, facts: _training_figures(values, facts, model, gpu, gpus, knowledge, params),
+                      lambda values, facts: _full_node_figures(values, gpu, gpus, knowledge, params)]
+    if card:
+        steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
+    return steps
+
+
+def _model_figures(values, model):
+    values["active_params_b"] = model.active_b
+    values["model_max_context"] = model.max_context
+    values["model_estimated"] = model.estimated
 
 
 def _checked(name: str, value):
