@@ -94,6 +94,16 @@ class TestDifferential:
         assert [(o.fired, o.final) for o in COMPILED.evaluate_many(states)] == \
             [(o.fired, o.final) for o in map(COMPILED.evaluate, states)]
 
+    @settings(max_examples=100, deadline=None)
+    @given(st.lists(workloads, min_size=1, max_size=8))
+    def test_the_expert_probe_engine_decides_a_batch_as_durable_does(self, batch):
+        """Expert.probe_engine.evaluate_many (what the build search calls) gives durable-rules' fired rules
+        and final states for a batch of candidate states."""
+        states = [s for s in map(_state, batch) if s is not None]
+        for state, outcome in zip(states, EXPERT.probe_engine.evaluate_many(states), strict=True):
+            ids, final, _, _ = _ids(EXPERT.engine, state)
+            assert [rule.id for rule in outcome.fired] == ids and outcome.final == final
+
     def test_rule_examples_and_scenarios_pass_on_the_compiled_backend(self):
         """Every scenario file (the document's answers, the policy and every rule's example) passes on it."""
         expert = Expert(backend="compiled")
