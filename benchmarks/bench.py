@@ -29,6 +29,7 @@ from kentino_expert.errors import Location
 from kentino_expert.expert import Expert
 from kentino_expert.service.decide import evaluate_decision
 
+from . import targets
 from .benchgen import generated_rules_dir, generated_scenarios
 from .workloads import CHAT, FINAL, unique_chat, unique_final
 
@@ -193,10 +194,12 @@ def _print(title: str, rows) -> None:
     print(f"\n## {title}")
     if isinstance(rows, dict) and all(isinstance(v, dict) for v in rows.values()):
         base = next((v["median_us"] for k, v in rows.items() if k.startswith("baseline: recommend")), None)
-        print(f"{'':<36}{'median us':>11}{'p99 us':>11}{'x reference':>13}")
+        cpu = all("cpu_median_us" in v for v in rows.values())
+        print(f"{'':<36}{'median us':>11}{'p99 us':>11}{'x reference':>13}" + (f"{'CPU us':>10}" if cpu else ""))
         for name, row in rows.items():
-            ratio = f"{row['median_us'] / base:>13.2f}" if base else ""
-            print(f"{name:<36}{row['median_us']:>11.1f}{row['p99_us']:>11.1f}{ratio}")
+            ratio = f"{row['median_us'] / base:>13.2f}" if base else f"{'':>13}"
+            print(f"{name:<36}{row['median_us']:>11.1f}{row['p99_us']:>11.1f}{ratio}"
+                  + (f"{row['cpu_median_us']:>10.1f}" if cpu else ""))
         return
     for row in rows if isinstance(rows, list) else [rows]:
         print("  " + ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
@@ -206,9 +209,18 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Fewer runs (a smoke test of the benchmark).")
     parser.add_argument("--json", dest="json_path")
+    parser.add_argument("--issue13", action="store_true",
+                        help="Only the sections issue 13's targets need (and the HTTP table), then the targets.")
+    parser.add_argument("--no-chat-memory", action="store_true",
+                        help="With --issue13: no 100,000 chat turns (python -m benchmarks.targets runs them).")
     args = parser.parse_args(argv)
     q = args.quick
-    results = {"stages": stages(200 if q else 3000)}
+    results = {}
+    if args.issue13:  # only what issue 13's targets need: its own sections and the HTTP table
+        _issue13(results, q, skip_memory=args.no_chat_memory)
+        _http(results, q, memory=False)
+        return _finish(results, args.json_path)
+    results["stages"] = stages(200 if q else 3000)
     _print("One in-process recommendation", results["stages"])
     results["throughput"] = [throughput(1 if q else 5, n) for n in (1, 2)]
     _print("Throughput (recommendations/s)", results["throughput"])
@@ -218,17 +230,43 @@ def main(argv=None) -> None:
     _print("Scenario corpus: test and rules diff", results["corpus"])
     results["memory"] = memory(2000 if q else 100_000)
     _print("Memory over evaluations (in-process)", results["memory"])
+    _issue13(results, q)
+    _http(results, q, memory=True)
+    _finish(results, args.json_path)
+
+
+def _issue13(results: dict, q: bool, skip_memory: bool = False) -> None:
+    """The sections of issue 13: chat turn beside a traced recommendation, 500 rules, peers, chat memory."""
+    results["issue13_in_process"] = targets.in_process(100 if q else 2000)
+    _print("A first chat turn beside one traced recommendation (interleaved, new facts each)",
+           results["issue13_in_process"])
+    results["issue13_500_rules"] = targets.at_500_rules(20 if q else 200)
+    _print("One evaluation at ~500 rules (interleaved)",
+           {k: v for k, v in results["issue13_500_rules"].items() if isinstance(v, dict)})
+    results["issue13_peers"] = targets.peer_table(200 if q else 3000)
+    targets.print_peers(results["issue13_peers"])
+    if not skip_memory:
+        results["issue13_chat_memory"] = targets.chat_memory(2000 if q else 100_000)
+        _print("Memory over first chat turns on new facts (in-process)", results["issue13_chat_memory"])
+
+
+def _http(results: dict, q: bool, memory: bool) -> None:
     try:  # the HTTP part needs httpx (the test extra): without it, the in-process sections still run
         from .bench_http import http_section, server_memory
     except ImportError:
-        http_section = None
-    if http_section:
-        results["http"] = http_section(quick=q)
-        _print("HTTP POST /v1/recommend on loopback (decision log on)", results["http"])
+        return
+    results["http"] = http_section(quick=q)
+    _print("HTTP POST /v1/recommend on loopback (decision log on)", results["http"])
+    if memory:
         results["server_memory"] = server_memory(5000 if q else 100_000)
         _print("Server memory over many decisions (HTTP, new facts each)", results["server_memory"])
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(results, indent=2))
+
+
+def _finish(results: dict, json_path) -> None:
+    results["issue13_targets"] = targets.verdicts(results)
+    targets.print_verdicts(results["issue13_targets"])
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

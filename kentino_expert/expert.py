@@ -1,6 +1,7 @@
 """The facade: load a knowledge catalog and a rule set once, answer many workloads (what chat bots and the CLI call)."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -12,6 +13,7 @@ from .answer.whatif import KindOracle
 from .domain.catalog import Knowledge, load_knowledge
 from .domain.workload import Workload, read_facts, validate_facts
 from .engine.chaining import run_rules
+from .engine.compiled import CompiledEngine
 from .engine.registry import DEFAULT, backend_class
 from .paths import bundled
 from .ruleset.compiler import RuleSet, compile_ruleset
@@ -38,7 +40,7 @@ class Expert:
         self.ruleset: RuleSet = compile_ruleset(self.rules_dir, self.knowledge, backend=engine_class)
         self.backend_name = engine_class.name
         self.engine = engine_class(self.ruleset)
-        self.kinds = KindOracle(self.knowledge, self.ruleset, engine_class, what_if_cache)
+        self.kinds = KindOracle(self.knowledge, self.ruleset, what_if_cache)  # on the compiled evaluator
         # whole evaluations keyed by their facts, for whoever answers the same facts again (the decide
         # use case, service/decide.py): it lives and dies with this expert, so a reload starts it empty
         self.answer_cache = AnswerCache(answer_cache)
@@ -46,6 +48,13 @@ class Expert:
     def close(self) -> None:
         self.engine.close()
         self.kinds.close()
+
+    @functools.cached_property
+    def probe_engine(self) -> CompiledEngine:
+        """The whole rule set on the compiled evaluator, for hypothetical states (build-search candidates):
+        `evaluate(state)` / `evaluate_many(states)` give the rules fired and the final state, and it is a
+        backend (`run(state, apply)`), so run_rules traces on it. Never for a recorded answer."""
+        return CompiledEngine(self.ruleset)
 
     def recommend(self, facts) -> Answer:
         """Answer a mapping of facts or a validated Workload."""

@@ -116,15 +116,16 @@ def rank_questions(expert, workload, current_kind: str | None = None) -> list[Qu
     if current_kind is None:
         current_kind = kind_for(expert, workload)
     known = workload.known()
+    missing = missing_facts(workload, ruleset)
+    if not missing:
+        return []
     items = []
-    for order, fact in enumerate(missing_facts(workload, ruleset)):
-        probes, reached = [], set()
-        for value in probe_values(expert, fact):
-            kind = kind_for(expert, {**known, fact: value})
-            if kind is None:
-                continue
-            probes.append(Probe(value=value, kind=kind))
-            reached.add(kind)
+    with expert.kinds.around(workload):  # the probes share the derivation of the turn's facts
+        reached_by = {fact: [(value, kind_for(expert, {**known, fact: value})) for value in probe_values(expert, fact)]
+                      for fact in missing}
+    for order, fact in enumerate(missing):
+        probes = [Probe(value=value, kind=kind) for value, kind in reached_by[fact] if kind is not None]
+        reached = {probe.kind for probe in probes}
         could = [k for k in KINDS if k in reached]
         alternatives = [k for k in could if k != current_kind]
         policy = ruleset.fact_policies.get(fact)

@@ -1,77 +1,121 @@
-"""What-if probes and the build search's candidates: plans for some facts from only the rules that decide
-them, and the kind the search picks, cached."""
+"""What-if probes and the build search's candidates: plans and kinds for some facts from only the rules that
+decide them, on the compiled evaluator, sharing what does not change between the probes of one turn, cached."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 from ..domain.catalog import Knowledge
-from ..domain.derive import derive
+from ..domain.derive import derive_state
+from ..domain.incremental import derive_recorded, probe_state
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.workload import Workload, validate_facts
-from ..engine.chaining import final_state
+from ..engine.compiled import CompiledEngine
+from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, facts_key
 from .plans import EngineEvaluator, Plan, plan_inputs
 from .search import search
 
+_FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
+
 
 class KindOracle:
     """Plans and kinds for facts, for what-if probes and the build search: only the rules that can decide
-    the recommendation (and what the selection policy reads), on an engine of their own built on first
-    use, and bounded caches of the answers.
+    the recommendation (and what the selection policy reads), on the compiled evaluator (engine/compiled.py;
+    durable-rules decides every recorded answer), and bounded caches.
 
-    A chat bot's first turn probes ~16 what-ifs, and every answer sizes several candidate builds; the advice
-    rules (about 40% of the rule set) only warn, so leaving them out makes each evaluation cheaper, and the
-    caches make a repeated one free. An Expert never changes once built (a reload builds a new one), so the
-    caches cannot go stale.
+    A chat bot's first turn probes ~16 what-ifs, each one fact added to the turn's facts, and every answer
+    sizes several candidate builds. Inside `around`, a probe reuses the turn's derivation and recomputes only
+    the figures that read the fact it sets; a plan whose state equals an earlier one's on every name a plan
+    can see is not evaluated again. An Expert never changes once built, so the caches cannot go stale.
     """
 
-    def __init__(self, knowledge: Knowledge, ruleset: RuleSet, backend_class, cache_size: int):
+    def __init__(self, knowledge: Knowledge, ruleset: RuleSet, cache_size: int):
         self.knowledge = knowledge
         policy_reads = ruleset.selection.reads if ruleset.selection else ()
         # same parameters, defaults and policy
         self.ruleset = deciding_subset(ruleset, {RECOMMENDED_KIND, *policy_reads})
-        self._backend_class = backend_class
-        self._engine = None
-        self._lock = threading.Lock()
+        self.engine = CompiledEngine(self.ruleset)
+        self._evaluator = EngineEvaluator(knowledge, self.ruleset, self.engine)
         self._kinds = LruCache(cache_size)
         self._plans = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
         self._inputs = plan_inputs(self.ruleset)
+        self._base = threading.local()
 
-    def engine(self):
-        with self._lock:
-            if self._engine is None:
-                self._engine = self._backend_class(self.ruleset)
-            return self._engine
+    @contextmanager
+    def around(self, workload: Workload):
+        """Probes of this thread, inside the block, may share the derivation of `workload`'s facts."""
+        ruleset = self.ruleset
+        try:
+            base = derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+            base = (workload.known(), base)
+        except _FAILURES:  # facts the sizing cannot take: every probe derives its own state (and may fail)
+            base = None
+        previous = getattr(self._base, "value", None)
+        self._base.value = base
+        try:
+            yield base[1] if base else None
+        finally:
+            self._base.value = previous
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search)."""
         return self._plans.get_or_compute(facts_key(mapping), lambda: self._plan_uncached(mapping))
 
     def _plan_uncached(self, mapping) -> Plan:
-        evaluator = EngineEvaluator(self.knowledge, self.ruleset, self.engine())
-        state = evaluator.state_of(mapping)
+        workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
+        state = self._state_of(workload)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
         key = tuple(sorted((name, state[name]) for name in self._inputs if name in state))
-        return self._by_state.get_or_compute(key, lambda: evaluator.plan_of_state(state))
+        return self._by_state.get_or_compute(key, lambda: self._evaluator.plan_of_state(state))
 
     def kind_of(self, mapping) -> str | None:
         """The kind of the recommendation for these facts: the build search's pick when the rule set has a
-        selection policy, else the rules' on the facts as given."""
+        selection policy, else the rules' on the facts as given; raises KentinoError on facts that do not
+        validate."""
         return self._kinds.get_or_compute(facts_key(mapping), lambda: self._uncached(mapping))
+
+    def kinds_of(self, workload: Workload, probes) -> list:
+        """For each (fact, value) of `probes`: the kind for `workload`'s facts with that fact set, or the
+        exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
+        known = workload.known()
+        out = []
+        with self.around(workload):
+            for fact, value in probes:
+                try:
+                    out.append(self.kind_of({**known, fact: value}))
+                except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
+                    out.append(exc)
+        return out
 
     def _uncached(self, mapping) -> str | None:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
             return search(workload, self.knowledge, self.ruleset, self, alternatives=False).chosen.plan.kind
-        ruleset = self.ruleset
-        state = derive(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values).state()
-        return final_state(ruleset, state, self.engine()).get(RECOMMENDED_KIND)
+        return self.plan_of(workload.known()).kind
 
     def close(self) -> None:
-        with self._lock:
-            if self._engine is not None:
-                self._engine.close()
-                self._engine = None
+        self.engine.close()
+
+    def _state_of(self, workload: Workload) -> dict:
+        """The rules' starting state for `workload`: from this thread's probe base when its facts differ
+        from the base's in one fact (only the figures that read it are computed again), else derived anew."""
+        state = self._shared_state(workload)
+        if state is None:
+            ruleset = self.ruleset
+            state = derive_state(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+        return state
+
+    def _shared_state(self, workload: Workload) -> dict | None:
+        base = getattr(self._base, "value", None)
+        if base is None:
+            return None
+        base_known, derivation = base
+        known = workload.known()
+        changed = [name for name in known.keys() | base_known.keys() if known.get(name) != base_known.get(name)]
+        if len(changed) != 1 or changed[0] not in known:
+            return None
+        return probe_state(derivation, changed[0], known[changed[0]])

@@ -8,7 +8,7 @@ from ..errors import CatalogError
 from ..lang.semantics import truth_of
 from . import sizing
 from .catalog import Knowledge, ModelSpec
-from .figures import compute_figures
+from .figures import compute_figures, figure_values
 from .state import flatten_facts
 from .vocabulary import INFERENCE_TASKS, TRAINING_TASKS
 from .workload import Workload
@@ -89,6 +89,15 @@ def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, paramete
     figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
     notes = _sizing_assumptions(facts, knowledge)
     return Derived(facts, figures, tuple(assumed + catalog_assumed + notes), model)
+
+
+def derive_state(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> dict:
+    """`derive(...).state()` without what only an answer shows (assumptions, units, descriptions): the state
+    the rules start from, for what-if probes."""
+    facts, _ = apply_defaults(flatten_facts(workload.known()), policies)
+    model, gpu, link, _ = resolve_catalog(facts, knowledge)
+    facts.update(figure_values(facts, model, gpu, link, knowledge, parameters))
+    return facts
 
 
 def _sizing_assumptions(facts, knowledge) -> list[Assumption]:

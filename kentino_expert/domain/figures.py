@@ -20,45 +20,109 @@ from .scaling import calibrated_model
 from .vocabulary import INFERENCE_TASKS, PRECISIONS, TRAINING_TASKS
 
 __all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS", "Figure",
-           "compute_figures", "figure_range", "checked_figure"]
+           "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure"]
 
 def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
                     knowledge: Knowledge, params: dict) -> dict:
     """Every figure that the known facts allow; a figure whose inputs are unknown is absent."""
+    return {name: Figure(name, value, FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
+            for name, value in figure_values(facts, model, gpu, link, knowledge, params).items()}
+
+
+def figure_values(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
+                  knowledge: Knowledge, params: dict) -> dict:
+    """name -> value of every figure the known facts allow (checked, as `compute_figures` has them): what
+    the rules read, without the answer's units and descriptions (what-if probes need only the values)."""
     values: dict = {}
-    loads: dict = {}
+    for group in figure_groups(facts, model, gpu, link, knowledge, params):
+        group(values, facts)
+    return {name: _checked(name, value) for name, value in values.items()}
+
+
+def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
+                  knowledge: Knowledge, params: dict) -> list:
+    """The figures' computation as steps `step(values, facts)` run in order, each adding figures to `values`
+    and reading only `values` and `facts` (a what-if probe recomputes only the steps that read what it
+    changed: domain/incremental.py): the card, the model, the node's memory, serving and training figures,
+    the scaling, the deadline and the decode bound of a multi-node unit."""
     gpus = facts.get("gpus_per_node")
-    if gpu is not None and gpus:
-        _card_figures(values, gpu, gpus)
+    card = gpu is not None and bool(gpus)
+    steps = []
+    if card:
+        steps.append(lambda values, facts: _card_figures(values, gpu, gpus))
     if model is not None:
-        values["active_params_b"] = model.active_b
-        values["model_max_context"] = model.max_context
-        values["model_estimated"] = model.estimated
-        if "node_vram_gb" in values:
-            _weights_figures(values, model, knowledge)
-            loads = _serving_figures(values, facts, model, gpu, gpus, knowledge, params)
-            training = _training_figures(values, facts, model, gpu, gpus, knowledge, params)
-            _full_node_figures(values, facts, gpu, gpus, loads, training, params)
-    if gpu is not None and gpus:
-        _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
-        deadline_figures(values, facts, gpu, gpus, link, knowledge)
-        figures_serving.unit_ceilings(values, facts, loads, gpus)
-    return {name: checked_figure(name, value) for name, value in values.items()}
+        steps.append(lambda values, facts: _model_figures(values, model))
+        if card:  # the card figures give node_vram_gb, which the sizing divides by
+            steps.append(lambda values, facts: _node_figures(values, facts, model, gpu, gpus, knowledge, params))
+    if card:
+        steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
+        steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
+        if model is not None:
+            steps.append(lambda values, facts: figures_serving.unit_ceilings(
+                values, facts, _serving_loads(facts, model, gpu, knowledge, params), gpus))
+    return steps
+
+
+def _model_figures(values, model):
+    values["active_params_b"] = model.active_b
+    values["model_max_context"] = model.max_context
+    values["model_estimated"] = model.estimated
+
+
+def _node_figures(values, facts, model, gpu, gpus, knowledge, params):
+    """Weights, serving, training and full-node figures: one step, as the last two reuse the loads."""
+    _weights_figures(values, model, knowledge)
+    loads = _serving_figures(values, facts, model, gpu, gpus, knowledge, params)
+    training = _training_figures(values, facts, model, gpu, gpus, knowledge, params)
+    _full_node_figures(values, facts, gpu, gpus, loads, training, params)
+
+
+def _serving_loads(facts, model, gpu, knowledge, params) -> dict:
+    """The serving loads by precision of an inference workload ({} otherwise), as _serving_figures has them."""
+    if facts.get("task") not in INFERENCE_TASKS or "concurrency" not in facts or "context_tokens" not in facts:
+        return {}
+    return {p: figures_serving.serving_load(model, gpu, p, facts["context_tokens"], knowledge, params)
+            for p in figures_serving.SERVED}
 
 
 def checked_figure(name: str, value, specs: dict = FIGURE_SPECS) -> Figure:
+    """A checked figure (`_checked`) with its unit and description from `specs`."""
+    return Figure(name, _checked(name, value), specs[name][1], specs[name][2])
+
+
+def _checked(name: str, value):
     """The figure rounded to 6 digits, within its declared range (`figure_range`): `rules check` proves
     the rules' arithmetic finite over those ranges, so a figure outside one is refused here."""
-    if isinstance(value, float):
-        if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
-            raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
-        value = float(f"{value:.6g}")
+    kind = type(value)
+    if kind is bool or kind is str:
+        return value
+    if kind is int and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:  # the common case, fast
+        return value
+    if kind is float:
+        rounded = _ROUNDED.get(value)
+        if rounded is None:
+            rounded = _rounded(value)
+        value = rounded
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low, high = figure_range(name)
         if not low <= value <= high:
             raise EngineError(f"figure {name} came out as {value:g}, outside its declared range {low:g}..{high:g} "
                               "(kentino_expert/domain/figure_specs.py): check knowledge/ and the facts")
-    return Figure(name, value, specs[name][1], specs[name][2])
+    return value
+
+
+_ROUNDED: dict = {}  # float -> its 6-digit rounding: what-if probes size mostly the same numbers again
+
+
+def _rounded(value: float) -> float:
+    if not math.isfinite(value):  # bounded facts never get here; a catalog or sizing error might
+        raise EngineError(f"a figure came out non-finite ({value}): check knowledge/ and the facts")
+    rounded = float(f"{value:.6g}")
+    if len(_ROUNDED) >= 65536:  # bounded: ~5 MB at most
+        _ROUNDED.clear()
+    if value:  # not 0.0: -0.0 finds 0.0's entry (equal keys), and the sign must stay
+        _ROUNDED[value] = rounded
+    return rounded
 
 
 def _card_figures(values, gpu, gpus):

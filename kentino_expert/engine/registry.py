@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from ..errors import EngineError, did_you_mean
 from .backend import Backend
+from .compiled import CompiledEngine
 from .durable.engine import DurableEngine
 from .reference import ReferenceEngine
 
 DEFAULT = "durable"  # the engine that answers; the reference evaluator is its oracle
-BACKENDS: dict[str, type[Backend]] = {DurableEngine.name: DurableEngine, ReferenceEngine.name: ReferenceEngine}
+# the compiled evaluator answers hypothetical probes (what-ifs, build-search candidates), never a recorded answer
+BACKENDS: dict[str, type[Backend]] = {DurableEngine.name: DurableEngine, ReferenceEngine.name: ReferenceEngine,
+                                      CompiledEngine.name: CompiledEngine}
 
 
 def backend_class(name: str) -> type[Backend]:

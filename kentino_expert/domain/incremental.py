@@ -1,0 +1,153 @@
+"""Derivation for what-if probes: a turn's facts derived once, with what each step read and wrote, so that a
+probe (the same facts with one fact set) recomputes only the steps that read what it changed.
+
+Every step (the defaults, the catalog lookup, each group of figures: figures.figure_groups) reads the facts
+and the figures through mappings that record each name looked up. A step that read none of the names a probe
+changed gives what it gave for the turn's facts, so its figures are reused; a step that did is run again,
+and the figures it changes are changed names for the steps after it. A step that walked over every name
+(iteration, a copy) is always run again.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..lang import nodes
+from .catalog import Knowledge
+from .derive import apply_defaults, resolve_catalog
+from .figures import _checked, figure_groups
+from .state import flatten_facts
+from .workload import Workload
+
+
+class Recorder(dict):
+    """A mapping that records the names looked up (get, [], in) and written; a walk over every name (iteration,
+    a copy, len) records that everything was read."""
+
+    def __init__(self, data: Mapping):
+        super().__init__(data)
+        self.read: set = set()
+        self.written: dict = {}
+        self.everything = False
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def __setitem__(self, key, value):
+        self.written[key] = value
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        added = dict(*args, **kwargs)
+        self.written.update(added)
+        super().update(added)
+
+    def _all(self, method, *args):
+        self.everything = True
+        return getattr(super(), method)(*args)
+
+    def __iter__(self):
+        return self._all("__iter__")
+
+    def keys(self):
+        return self._all("keys")
+
+    def items(self):
+        return self._all("items")
+
+    def values(self):
+        return self._all("values")
+
+    def copy(self):
+        return self._all("copy")
+
+    def __len__(self):
+        return self._all("__len__")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One group of figures as it ran for the turn's facts: what it read and what it wrote (unrounded)."""
+
+    reads: frozenset | None  # facts and figures looked up; None: it walked over every name
+    wrote: dict
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The turn's facts derived, with what each step read: the base every probe of the turn starts from."""
+
+    given: dict  # the facts as the rules see them, before defaults
+    facts: dict  # after defaults and the catalog
+    steps: tuple  # Step per figure group, in order
+    groups: tuple  # the figure groups themselves (figures.figure_groups), bound to this model, card and link
+    state: dict  # facts + checked figures: the state the rules start from
+    fixed: frozenset | None  # facts a probe may not change without deriving anew (defaults' and catalog's reads)
+
+
+def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Derivation:
+    """Derive `workload`'s facts (as derive.derive_state does), recording what each step read."""
+    given = flatten_facts(workload.known())
+    facts, _ = apply_defaults(given, policies)
+    catalog = Recorder(facts)
+    model, gpu, link, _ = resolve_catalog(catalog, knowledge)
+    facts = dict(dict.items(catalog))  # dict's own items: copying is not a read of the lookup
+    groups = figure_groups(facts, model, gpu, link, knowledge, parameters)
+    values, steps = {}, []
+    for group in groups:
+        steps.append(_run(group, values, facts))
+    state = {**facts, **{name: _checked(name, value) for name, value in values.items()}}
+    fixed = None
+    if not catalog.everything:
+        names = set(catalog.read) | {"gpus_per_node"}  # figure_groups reads the node shape itself
+        for policy in policies.values():
+            for default in policy.defaults:
+                if default.when is not None:
+                    names.update(node.id for node in nodes.names_in(default.when.node))
+        fixed = frozenset(names)
+    return Derivation(given, facts, tuple(steps), tuple(groups), state, fixed)
+
+
+def _run(group, values: dict, facts: dict) -> Step:
+    seen_facts, seen_values = Recorder(facts), Recorder(values)
+    group(seen_values, seen_facts)
+    values.update(seen_values.written)
+    everything = seen_facts.everything or seen_values.everything
+    return Step(None if everything else frozenset(seen_facts.read | seen_values.read), dict(seen_values.written))
+
+
+def probe_state(base: Derivation, fact: str, value) -> dict | None:
+    """The state of the base's facts with `fact` set to `value` (as validated), recomputing only the figure
+    groups that read a changed name; None when the probe changes what only a new derivation can redo (a fact
+    the defaults or the catalog read, the node shape) or is not one plain fact."""
+    if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _plain_facts():
+        return None
+    facts = {**base.facts, fact: value}
+    changed, values = {fact}, {}
+    for group, step in zip(base.groups, base.steps, strict=True):
+        if step.reads is not None and not (step.reads & changed):
+            values.update(step.wrote)
+            continue
+        again = _run(group, values, facts)
+        changed.update(name for name in again.wrote.keys() | step.wrote.keys()
+                       if again.wrote.get(name, _ABSENT) != step.wrote.get(name, _ABSENT))
+    figures = {name: base.state[name] if name not in changed and name in base.state else _checked(name, v)
+               for name, v in values.items()}
+    return {**facts, **figures}
+
+
+_ABSENT = object()
+
+
+def _plain_facts() -> frozenset:
+    from .state import FACT_TYPES
+    return frozenset(FACT_TYPES)

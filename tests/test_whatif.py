@@ -1,0 +1,112 @@
+"""What-if probes on the compiled evaluator: a probe's shared state is the state its own facts derive to, and
+a batch of probes reaches the kinds durable-rules reaches for the same facts."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kentino_expert.answer.questions import missing_facts, probe_values
+from kentino_expert.domain.derive import derive, derive_state
+from kentino_expert.domain.incremental import Recorder, derive_recorded
+from kentino_expert.domain.workload import validate_facts
+from kentino_expert.errors import KentinoError
+from kentino_expert.expert import Expert
+
+EXPERT = Expert()
+KNOWLEDGE, RULESET = EXPERT.knowledge, EXPERT.ruleset
+POLICIES, PARAMS = RULESET.fact_policies, RULESET.parameter_values
+
+first_turns = st.fixed_dictionaries(
+    {"task": st.sampled_from(["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"])},
+    optional={
+        "model": st.sampled_from(sorted(KNOWLEDGE.models)),
+        "gpu": st.sampled_from(sorted(KNOWLEDGE.gpus)),
+        "concurrency": st.integers(1, 512),
+        "context_tokens": st.integers(256, 131072),
+        "latency": st.sampled_from(["interactive", "production", "offline"]),
+        "training_tokens": st.sampled_from(["1B", "300B", "15T"]),
+        "corpus_tokens": st.sampled_from(["50M", "2B", "50B"]),
+    })
+
+
+def _workload(facts):
+    try:
+        workload = validate_facts(facts)
+        derive(workload, KNOWLEDGE, POLICIES, PARAMS)
+        return workload
+    except (KentinoError, ArithmeticError, ValueError):
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first_turns)
+def test_derive_state_is_the_state_derive_gives(facts):
+    """derive_state and derive_recorded (no assumptions, no units) give derive(...).state() exactly."""
+    workload = _workload(facts)
+    if workload is None:
+        return
+    expected = derive(workload, KNOWLEDGE, POLICIES, PARAMS).state()
+    assert derive_state(workload, KNOWLEDGE, POLICIES, PARAMS) == expected
+    recorded = derive_recorded(workload, KNOWLEDGE, POLICIES, PARAMS)
+    assert recorded.state == expected and recorded.fixed is not None and "gpus_per_node" in recorded.fixed
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first_turns)
+def test_a_shared_probe_state_is_the_probe_facts_own_state(facts):
+    """Every probe of a turn whose state is taken from the turn's derivation equals its own derivation."""
+    workload = _workload(facts)
+    if workload is None:
+        return
+    known, oracle, shared = workload.known(), EXPERT.kinds, 0
+    with oracle.around(workload):
+        for fact in missing_facts(workload, RULESET):
+            for value in probe_values(EXPERT, fact):
+                probe = _workload({**known, fact: value})
+                state = oracle._shared_state(probe) if probe is not None else None
+                if state is not None:
+                    shared += 1
+                    assert state == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), (fact, value)
+    assert oracle._shared_state(workload) is None  # outside the block nothing is shared
+
+
+def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
+    """The sizing never reads the tenancy: its probe reuses every figure; a concurrency probe recomputes the
+    memory figures; a probe of the node shape derives anew."""
+    workload = validate_facts({"task": "inference", "model": "llama-3.1-70b"})
+    with EXPERT.kinds.around(workload) as base:
+        assert all("tenancy" not in step.reads for step in base.steps)
+        assert any("concurrency" in step.reads for step in base.steps)
+        tenancy = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
+        assert tenancy == {**base.state, "tenancy": "multi"}
+        concurrency = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
+        assert concurrency["kv_cache_gb"] > base.state["kv_cache_gb"]
+        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4})) is None
+
+
+def test_the_recorder_sees_lookups_writes_and_walks():
+    """Recorder records get/[]/in as reads, item and update writes, and a walk over it as reading everything."""
+    seen = Recorder({"a": 1, "b": 2})
+    seen.get("a"), "c" in seen, seen["b"]
+    seen["d"] = 4
+    seen.update(e=5)
+    assert seen.read == {"a", "b", "c"} and seen.written == {"d": 4, "e": 5} and not seen.everything
+    list(seen.items())
+    assert seen.everything
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first_turns)
+def test_a_batch_of_probes_reaches_the_kinds_durable_reaches(facts):
+    """kinds_of (compiled evaluator, deciding rules only, shared state) equals durable-rules' full answer."""
+    workload = _workload(facts)
+    if workload is None:
+        return
+    probes = [(fact, value) for fact in missing_facts(workload, RULESET) for value in probe_values(EXPERT, fact)]
+    for (fact, value), kind in zip(probes, EXPERT.kinds.kinds_of(workload, probes), strict=True):
+        try:
+            expected = EXPERT.recommend({**workload.known(), fact: value}).recommendation.kind
+        except (KentinoError, ArithmeticError, ValueError) as exc:
+            assert isinstance(kind, Exception), (fact, value, exc)
+            continue
+        assert kind == expected, (fact, value)
