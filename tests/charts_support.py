@@ -98,8 +98,8 @@ def card_switch(answer: dict) -> dict:
     out["figures"].update(
         plan_gpu_memory_gb=_figure(79.5, "GB", "memory of the plan's busiest GPU"),
         plan_gpu_memory_fraction=_figure(79.5 / 96, "of card memory", "plan_gpu_memory_gb / the card's memory"),
-        plan_gpu_weights_gb=_figure(8.8, "GB", "weights per GPU"),
-        plan_gpu_optimizer_gb=_figure(61.8, "GB", "gradients and optimizer states per GPU"),
+        plan_gpu_states_gb=_figure(68.0, "GB", "weights, gradients and optimizer states per GPU"),
+        plan_gpu_gathered_gb=_figure(1.8, "GB", "the largest module gathered"),
         plan_gpu_activations_gb=_figure(7.1, "GB", "activations per GPU"))
     out["alternatives"] = [
         {"gpu": "rtx-5090", "gpus_per_node": 8, "kind": "frontier", "nodes": 6, "precision": "bf16", "works": False,

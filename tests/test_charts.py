@@ -152,8 +152,8 @@ def test_card_switch_draws_the_builds_and_the_per_gpu_parts(expert, answers):
     assert ("recommended_nodes = 6 nodes" in table.rows[1]) and "does not work" in table.rows[1]
     memory = drawn(to_svg(found["memory"])).bars[0]
     parts = {role: width for role, _, width, _ in memory.segments}
-    assert close(parts["weights"], 8.8) and close(parts["optimizer"], 61.8) and close(parts["activations"], 7.1)
-    assert close(parts["other"], 79.5 - 8.8 - 61.8 - 7.1) and close(memory.total, 79.5)
+    assert close(parts["optimizer"], 68.0) and close(parts["state"], 1.8) and close(parts["activations"], 7.1)
+    assert close(parts["other"], 79.5 - 68.0 - 1.8 - 7.1) and close(memory.total, 79.5)
     assert "per-GPU figures" in found["memory"].caption
 
 

@@ -183,7 +183,7 @@ def test_chromium_draws_the_bars_where_the_svg_puts_them(expert, ib, tmp_path):
     _, _, channels, rows = png_rows(shot)
     starts = []
     segments = _widths(page, "memory")
-    assert [role for role, _, _ in segments] == ["weights", "activations", "optimizer", "other"]
+    assert [role for role, _, _ in segments] == ["optimizer", "state", "activations", "other"]
     chain = _stacked([_drawn(_runs(rows, channels, SEGMENT_COLOURS[role]), width) for role, _, width in segments])
     starts.append(chain[0][1])
     for chart in ("builds", "efficiency"):

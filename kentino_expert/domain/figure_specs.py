@@ -134,6 +134,15 @@ PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                            "requests' KV + runtime overhead; training, the per-GPU state at the plan's nodes (FSDP / "
                            "ZeRO-3 formula) or the whole state per GPU when unsharded"),
     "plan_gpu_memory_fraction": (NUMBER, "of card memory", "plan_gpu_memory_gb / the plan card's memory"),
+    "plan_gpu_weights_gb": (NUMBER, "GB", "inference: the weights on the busiest GPU, weights / (TP x PP)"),
+    "plan_gpu_kv_cache_gb": (NUMBER, "GB", "inference: the KV cache of the busiest GPU's requests (per rank, "
+                             "replicated heads and an MLA latent included)"),
+    "plan_gpu_overhead_gb": (NUMBER, "GB", "inference: the runtime overhead of each GPU"),
+    "plan_gpu_states_gb": (NUMBER, "GB", "training: weights, gradients and optimizer states on each GPU "
+                           "(sharded over all the plan's GPUs under FSDP / ZeRO-3, else whole)"),
+    "plan_gpu_gathered_gb": (NUMBER, "GB", "training under FSDP / ZeRO-3: the largest module gathered whole"),
+    "plan_gpu_activations_gb": (NUMBER, "GB", "training: each GPU's share of the activations of the tokens in "
+                                "flight"),
     "per_user_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each concurrent request sees on the plan: "
                               "its nodes' aggregate tokens/s / concurrency, at most the bandwidth bound of its TP x "
                               "PP group at its batch (active weights / TP + the batch's KV per rank, read at the "

@@ -54,6 +54,11 @@ class ServingLoad:
         per_token = kv_rank_bytes_per_token(self.model, self.kv_bytes, tp, pp)
         return per_token * sizing.held_tokens(self.model, self.context_tokens) / 1e9
 
+    def gpu_parts(self, tp: int, pp: int, requests: float) -> dict:
+        """gpu_gb's parts: {"weights", "kv_cache", "overhead"} in GB."""
+        return {"weights": self.weights_gb / (tp * pp), "kv_cache": requests * self.rank_gb_per_request(tp, pp),
+                "overhead": self.overhead_gb}
+
     def gpu_gb(self, tp: int, pp: int, requests: float) -> float:
         """Memory of each GPU of a TP x PP group holding `requests` requests."""
         return self.weights_gb / (tp * pp) + requests * self.rank_gb_per_request(tp, pp) + self.overhead_gb
@@ -124,6 +129,12 @@ class TrainingLoad:
     @property
     def total_gb(self) -> float:
         return self.states_gb + self.tokens_gb
+
+    def gpu_parts(self, gpus_total: int, sharding: str) -> dict:
+        """gpu_gb's parts: {"states", "gathered", "activations"} in GB (gathered: only when sharded)."""
+        sharded = sharding == SHARDED
+        return {"states": self.states_gb / gpus_total if sharded else self.states_gb,
+                "gathered": self.gathered_gb if sharded else 0.0, "activations": self.tokens_gb / gpus_total}
 
     def gpu_gb(self, gpus_total: int, sharding: str) -> float:
         """Memory of each GPU of a job over `gpus_total` GPUs, with the states sharded (fsdp) or not (none)."""

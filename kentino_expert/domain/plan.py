@@ -25,7 +25,9 @@ def plan_figures(plan: Mapping, facts: Mapping, model: ModelSpec | None, knowled
     gpu = knowledge.gpu(plan["gpu"])
     values = {}
     if facts.get("task") in TRAINING_TASKS:
-        values["plan_gpu_memory_gb"] = _training_gpu_gb(plan, facts, model, gpu, knowledge, params)
+        parts = _training_gpu_parts(plan, facts, model, gpu, knowledge, params)
+        values.update({f"plan_gpu_{part}_gb": gb for part, gb in parts.items()})
+        values["plan_gpu_memory_gb"] = sum(parts.values())
     elif facts.get("task") in INFERENCE_TASKS and "concurrency" in facts and "context_tokens" in facts:
         values.update(_serving_figures(plan, facts, model, gpu, knowledge, params))
     if "plan_gpu_memory_gb" in values:
@@ -38,7 +40,7 @@ def _count(plan: Mapping, field: str, default: int) -> int:
     return max(1, int(value)) if value else default
 
 
-def _training_gpu_gb(plan, facts, model, gpu, knowledge, params) -> float:
+def _training_gpu_parts(plan, facts, model, gpu, knowledge, params) -> dict:
     """Each GPU's state over all of the plan's GPUs: unsharded when the plan says so (or it fits unsharded),
     else the FSDP / ZeRO-3 formula (also the bound for a TP x PP split of the same states)."""
     task = facts["task"]
@@ -48,7 +50,7 @@ def _training_gpu_gb(plan, facts, model, gpu, knowledge, params) -> float:
     load = pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
     gpus = _count(plan, "nodes", 1) * int(plan["gpus_per_node"])
     sharding = plan.get("sharding") or pergpu.training_sharding(load, gpus, limit)
-    return load.gpu_gb(gpus, sharding)
+    return load.gpu_parts(gpus, sharding)
 
 
 def _serving_figures(plan, facts, model, gpu, knowledge, params) -> dict:
@@ -62,7 +64,9 @@ def _serving_figures(plan, facts, model, gpu, knowledge, params) -> dict:
     load = serving_load(model, gpu, plan["precision"], facts["context_tokens"], knowledge, params)
     per_unit = math.ceil(facts["concurrency"] / units)
     per_group = per_unit if pp > 1 else math.ceil(per_unit / max(1, gpus // tp))
-    out = {"plan_gpu_memory_gb": load.gpu_gb(tp, pp, per_group)}
+    parts = load.gpu_parts(tp, pp, per_group)
+    out = {f"plan_gpu_{part}_gb": gb for part, gb in parts.items()}
+    out["plan_gpu_memory_gb"] = sum(parts.values())
     if "latency" in facts:
         decode = sizing.serving_tokens_per_s(model, gpu, gpus, plan["precision"], facts["latency"], knowledge)
         ceiling = load.decode_ceiling_tokens_per_s(tp, pp, per_group)

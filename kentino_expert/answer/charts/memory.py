@@ -30,8 +30,9 @@ from .spec import (
 PLAN_PARTS = (
     ("plan_gpu_weights_gb", "weights", WEIGHTS),
     ("plan_gpu_kv_cache_gb", "KV cache", KV_CACHE),
+    ("plan_gpu_states_gb", "weights, gradients and optimizer state", "optimizer"),
+    ("plan_gpu_gathered_gb", "largest module gathered (FSDP)", "state"),
     ("plan_gpu_activations_gb", "activations", "activations"),
-    ("plan_gpu_optimizer_gb", "gradients and optimizer state", "optimizer"),
     ("plan_gpu_overhead_gb", "runtime overhead", OVERHEAD),
 )
 PLAN_TOTAL = "plan_gpu_memory_gb"
