@@ -81,7 +81,7 @@ NOT_FIRING = {
                                            "one node meets 400 days"),
     "deadline-sets-the-node-count": ({"task": "full-finetune", "model": "llama-3.1-70b", "training_tokens": "300B", "deadline_days": 600},
                                      "the 2 nodes the state needs meet 600 days"),
-    "named-build-is-not-buildable": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "l40"}, "4 L40 nodes are an IB cluster Kentino builds"),
+    "named-build-is-not-buildable": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-pro-6000"}, "the Pro 6000's nodes are an IB cluster Kentino builds"),
     "users-miss-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "context_tokens": 4096, "latency": "interactive"}, "replicas give every user the speed"),
     "users-miss-their-decode-speed-at-int4": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l4", "gpus_per_node": 4, "concurrency": 1, "context_tokens": 2048, "latency": "production"}, "5 tokens/s is within the bound"),
 }

@@ -56,15 +56,15 @@ class TestMistakes:
     """Each mistake is a diagnostic at its line, with a suggestion where one helps."""
 
     def test_unknown_criterion(self, tmp_path):
-        """A misspelt criterion is E003 with the right one suggested."""
+        """A misspelt criterion is E035 with the right one suggested."""
         found = _diagnostic(tmp_path, "buildable, flow-precision", "buildable, flow-precison")
-        assert (found.code, Path(found.location.file).name) == ("E003", "selection.yaml")
+        assert (found.code, Path(found.location.file).name) == ("E035", "selection.yaml")
         assert found.location.line > 1 and found.suggestion == "flow-precision"
 
     def test_unknown_card(self, tmp_path):
-        """A card that is not in knowledge/gpus.yaml is E003."""
+        """A card that is not in knowledge/gpus.yaml is E035."""
         found = _diagnostic(tmp_path, "cards: [rtx-pro-6000,", "cards: [rtx-pro-600,")
-        assert found.code == "E003" and found.suggestion == "rtx-pro-6000"
+        assert found.code == "E035" and found.suggestion == "rtx-pro-6000"
 
     def test_unknown_name_in_a_condition(self, tmp_path):
         """A works condition on a name that does not exist is E102 at its column."""
@@ -100,4 +100,4 @@ class TestMistakes:
     def test_unknown_task_in_precisions(self, tmp_path):
         """Precisions are listed per task of the vocabulary."""
         found = _diagnostic(tmp_path, "    qlora: [int4]", "    q-lora: [int4]")
-        assert found.code == "E003" and found.suggestion == "qlora"
+        assert found.code == "E035" and found.suggestion == "qlora"

@@ -42,13 +42,18 @@ def _joined(text: str, example: str, where: str) -> str:
     return text.rstrip("\n") + "\n" + entries
 
 
+# files whose top-level mapping an example's entries join; an example for any other file is the whole file
+JOINED_FILES = ("parameters.yaml", "facts.yaml", "heuristics.yaml")
+
+
 def write_into(project: Path, file: str, text: str, without: str = "") -> None:
-    """Put `text` into `project`'s `file`: a new file as it is; an existing one gains its entries (its
-    first line is the file's top-level key). With `without`, that entry is left out of `file` instead."""
+    """Put `text` into `project`'s `file`: a new file, or one not in JOINED_FILES (`rules/selection.yaml`),
+    as it is; one of JOINED_FILES gains its entries (its first line is the file's top-level key). With
+    `without`, that entry is left out of `file` instead."""
     target = project / file
     if without:
         target.write_text(_without_entry(target.read_text(encoding="utf-8"), without), encoding="utf-8")
-    elif target.exists():
+    elif target.exists() and target.name in JOINED_FILES:
         target.write_text(_joined(target.read_text(encoding="utf-8"), text, file), encoding="utf-8")
     else:
         target.write_text(text, encoding="utf-8")

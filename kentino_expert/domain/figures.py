@@ -12,6 +12,7 @@ from .figure_specs import (
     FIGURE_MAX,
     FIGURE_SPECS,
     PLAN_FIGURE_SPECS,
+    RANGES,
     SIZING_PARAMETERS,
     Figure,
     figure_range,
@@ -96,8 +97,8 @@ def _checked(name: str, value):
     kind = type(value)
     if kind is bool or kind is str:
         return value
-    if kind is int and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:  # the common case, fast
-        return value
+    if kind is int and name not in RANGES and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:
+        return value  # the common case, fast
     if kind is float:
         rounded = _ROUNDED.get(value)
         if rounded is None:

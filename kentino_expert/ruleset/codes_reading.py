@@ -191,6 +191,15 @@ POLICY = (
          "step?\n    default: 8\n",
          "Write `default:` followed by `- value: 8` and `why: ...` on the next lines.",
          file="rules/facts.yaml", schema=True),
+    Code("E035", "error", "a value of `selection.yaml` is not one the build search knows",
+         "`rules/selection.yaml` is the build search's policy: `order` lists criteria out of named-build, "
+         "buildable, flow-precision, lighter-kind, fewer-gpus, fewer-nodes and card-preference; `kinds` the "
+         "kinds (and dp-replicas-of-units); `cards` the cards of knowledge/gpus.yaml; `precisions` maps tasks "
+         "to precisions; `works` is a list of {id, heuristics, when, figure, says}. A value outside these, one "
+         "listed twice, or a part of the wrong shape cannot be ordered or tried.",
+         "selection:\n  order: [buildable, cheapest]\n  kinds: [single-node]\n  cards: [rtx-pro-6000]\n",
+         "Use the names the message lists (`rules check --explain E035`); list each once.",
+         file="rules/selection.yaml", schema=True),
 )
 
 READING_CODES = FILES + RULE_SHAPE + THEN + POLICY

@@ -14,8 +14,8 @@ REGISTRY: dict[str, DiagnosticCode] = {code.id: code for code in READING_CODES +
 CODES = {code: entry.summary for code, entry in REGISTRY.items()}  # id -> summary (the table of the guides)
 # Codes given once and no more: `--explain` still says what became of them.
 RETIRED = {"E003": "E003 (a value has the wrong type or form) was split into specific codes: E010-E018 "
-                   "(the parts of a rule), E020-E030 (its `then`), E031-E034 (parameters and facts); "
-                   "`rules check --explain E0xx` explains each."}
+                   "(the parts of a rule), E020-E030 (its `then`), E031-E034 (parameters and facts), E035 (the "
+                   "build search's selection.yaml); `rules check --explain E0xx` explains each."}
 
 
 @dataclass(frozen=True)

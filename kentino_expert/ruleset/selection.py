@@ -105,23 +105,23 @@ def _choices(body, key: str, allowed: tuple, display: str, sink) -> tuple[str, .
     for index, value in enumerate(values):
         where = location_of(holder, index, display) if holder is not None else location_of(body, key, display)
         if value not in allowed:
-            sink.error(where, "E003", f"selection.{key}: '{value}' is not one of {', '.join(allowed)}",
+            sink.error(where, "E035", f"selection.{key}: '{value}' is not one of {', '.join(allowed)}",
                        suggestion=did_you_mean(value, allowed))
         elif value in values[:index]:
-            sink.error(where, "E003", f"selection.{key}: '{value}' is listed twice")
+            sink.error(where, "E035", f"selection.{key}: '{value}' is listed twice")
     return values
 
 
 def _precisions(body, display: str, sink) -> dict[str, tuple[str, ...]]:
     raw = body.get("precisions", {})
     if not isinstance(raw, dict):
-        sink.error(location_of(body, "precisions", display), "E003", "selection.precisions maps tasks to precisions")
+        sink.error(location_of(body, "precisions", display), "E035", "selection.precisions maps tasks to precisions")
         return {}
     out = {}
     for task in raw:
         where = raw.key_locations.get(task, location_of(body, "precisions", display))
         if task not in TASKS:
-            sink.error(where, "E003", f"selection.precisions: '{task}' is not a task",
+            sink.error(where, "E035", f"selection.precisions: '{task}' is not a task",
                        suggestion=did_you_mean(str(task), TASKS))
             continue
         values = _choices(raw, task, PRECISIONS, display, sink)
@@ -132,14 +132,14 @@ def _precisions(body, display: str, sink) -> dict[str, tuple[str, ...]]:
 def _works(body, display, names, params, knowledge, sink):
     raw = body.get("works", [])
     if not isinstance(raw, list):
-        sink.error(location_of(body, "works", display), "E003", "selection.works is a list of {id, when, figure, says}")
+        sink.error(location_of(body, "works", display), "E035", "selection.works is a list of {id, when, figure, says}")
         return []
     seen: set = set()
     out = []
     for index, item in enumerate(raw):
         where = location_of(raw, index, display)
         if not isinstance(item, dict):
-            sink.error(where, "E003", "each of selection.works is a mapping of id, heuristics, when, figure, says")
+            sink.error(where, "E035", "each of selection.works is a mapping of id, heuristics, when, figure, says")
             continue
         out.append(_works_condition(item, where, display, names, params, knowledge, seen, sink))
     return out

@@ -369,9 +369,14 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
             problems.append(problem)
         elif network:
             problems += network_problems(rule)
-    names = {name for rule in rules for name in list(rule.reads) + list(rule.writes)}
-    if len(names) > MAX_PROPERTIES - 100 and rules:
-        problems.append(ShapeProblem(rules[0], f"the rule set uses {len(names)} distinct names; one fact holds "
+    uses: dict = {}
+    for rule in rules:
+        for name in {*rule.reads, *rule.writes}:
+            uses[name] = uses.get(name, 0) + 1
+    if len(uses) > MAX_PROPERTIES - 100 and rules:
+        # a limit of the whole set, blamed on the rule that brings the most names no other rule uses
+        culprit = max(rules, key=lambda rule: sum(uses[name] == 1 for name in {*rule.reads, *rule.writes}))
+        problems.append(ShapeProblem(culprit, f"the rule set uses {len(uses)} distinct names; one fact holds "
                                      f"at most {MAX_PROPERTIES} properties with the facts and figures"))
     return problems
 
