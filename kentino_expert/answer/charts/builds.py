@@ -45,7 +45,7 @@ def builds_chart(answer: Mapping, context: ChartContext) -> Chart | None:
         table.append((label, str(item.get("kind")), str(item.get("precision")), str(gpus), verdict, deciding, why))
     failed = [bar.label for bar in bars[1:] if bar.status == FAILS]
     summary = (f"Builds weighed: {bars[0].label} is recommended ({bars[0].value_text.split(':')[0]}"
-               + ("" if failing is None else f"; it does not work either: {failing[1]}") + f"); "
+               + ("" if failing is None else f"; it does not work: {failing[1]}") + f"); "
                f"{len(bars) - 1} other builds sized"
                + (f", of which {', '.join(failed)} {'does' if len(failed) == 1 else 'do'} not work." if failed
                   else ", every one buildable."))
