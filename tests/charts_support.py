@@ -1,8 +1,7 @@
 """Helpers of the chart tests: read an SVG chart back into numbers (from its geometry), the policy and the
-document's points straight from the YAML files, and answers shaped as the build search (issue 11) makes them."""
+document's points straight from the YAML files, and the facts of the issue's representative answers."""
 from __future__ import annotations
 
-import copy
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,10 @@ REPLICAS = {"task": "inference", "model": "llama-3.1-70b", "tokens_per_s": 3500,
             "tenancy": "single", "concurrency": 64, "context_tokens": 8192}
 IB_CLUSTER = {"task": "full-finetune", "model": "llama-3.1-70b", "training_tokens": 2e9}
 FRONTIER = {"task": "pretraining", "model": "llama-3.1-70b", "training_tokens": 15e12}
+# the buyer names the RTX 5090 for a 70B full fine-tune: frontier there, so the build search switches the card
+SWITCH = {"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-5090", "training_tokens": 2e10}
+# 8B pretraining in 30 days: one node takes about a year, the deadline sets the node count
+MISSED = {"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": 1e12, "deadline_days": 30}
 BATCH = {"task": "batch-inference", "model": "llama-3.1-405b", "latency": "offline", "corpus_tokens": 1e10,
          "deadline_days": 30}
 
@@ -56,7 +59,7 @@ class Drawn:
     lines: dict  # role -> value from the line's x
 
     def bar(self, text: str) -> DrawnBar:
-        found = [bar for bar in self.bars if text in bar.label]
+        found = [bar for bar in self.bars if text == bar.label] or [bar for bar in self.bars if text in bar.label]
         assert len(found) == 1, f"{text!r} is in {len(found)} bar labels: {[bar.label for bar in self.bars]}"
         return found[0]
 
@@ -86,45 +89,22 @@ def value(answer: dict, name: str) -> float:
     return float(answer["figures"][name]["value"])
 
 
-def _figure(value_: float, unit: str, description: str) -> dict:
-    return {"value": value_, "unit": unit, "description": description}
+def alternative(answer: dict, gpu: str) -> dict:
+    """The one alternative on this card."""
+    found = [item for item in answer["alternatives"] if gpu == item["gpu"]]
+    assert len(found) == 1, f"{gpu!r}: {[item['gpu'] for item in answer['alternatives']]}"
+    return found[0]
 
 
-def card_switch(answer: dict) -> dict:
-    """A 70B full fine-tune the buyer asked on RTX 5090s, moved by the build search to the Pro 6000 cluster:
-    the alternatives and per-GPU figures as issue 11's answer model carries them."""
-    out = copy.deepcopy(answer)
-    out["facts"]["gpu"] = "rtx-pro-6000"
-    out["figures"].update(
-        plan_gpu_memory_gb=_figure(79.5, "GB", "memory of the plan's busiest GPU"),
-        plan_gpu_memory_fraction=_figure(79.5 / 96, "of card memory", "plan_gpu_memory_gb / the card's memory"),
-        plan_gpu_states_gb=_figure(68.0, "GB", "weights, gradients and optimizer states per GPU"),
-        plan_gpu_gathered_gb=_figure(1.8, "GB", "the largest module gathered"),
-        plan_gpu_activations_gb=_figure(7.1, "GB", "activations per GPU"))
-    out["alternatives"] = [
-        {"gpu": "rtx-5090", "gpus_per_node": 8, "kind": "frontier", "nodes": 6, "precision": "bf16", "works": False,
-         "figure": {"name": "recommended_nodes", "value": 6, "unit": "nodes"},
-         "why": "Frontier work at 6 nodes, beyond the 4-node IB cluster Kentino builds."},
-        {"gpu": "l40", "gpus_per_node": 8, "kind": "multi-node-ib", "nodes": 4, "precision": "bf16", "works": True,
-         "figure": {"name": "training_state_fraction", "value": 0.71, "unit": "of node VRAM"},
-         "why": "<b>buildable</b>, but rules/selection.yaml ranks another build first."},
-        {"gpu": "l4", "gpus_per_node": 8, "kind": "frontier", "nodes": None, "precision": "bf16", "works": False,
-         "figure": None, "why": "Frontier work, beyond the IB cluster Kentino builds."},
-    ]
-    return out
+def label_of(build: dict) -> str:
+    """How a chart names a build: '3 nodes x 8 x rtx-pro-6000', or '8 x l40' for one node."""
+    card = f"{build['gpus_per_node']} x {build['gpu']}"
+    return card if build["nodes"] == 1 else f"{build['nodes']} nodes x {card}"
 
 
-def missed_deadline(answer: dict) -> dict:
-    """A pretraining job whose plan takes longer than its deadline, with the slower one-node plan beside it."""
-    out = copy.deepcopy(answer)
-    out["facts"]["deadline_days"] = 30
-    out["figures"]["time_to_result_days"] = _figure(41.25, "days", "time to result on the recommended plan")
-    out["alternatives"] = [
-        {"gpu": "rtx-pro-6000", "gpus_per_node": 8, "kind": "single-node", "nodes": 1, "precision": "bf16",
-         "works": False, "figure": {"name": "time_to_result_days", "value": 349.4, "unit": "days"},
-         "why": "Takes 349.4 days, past the 30-day deadline."},
-        {"gpu": "l40", "gpus_per_node": 8, "kind": "frontier", "nodes": 12, "precision": "bf16", "works": False,
-         "figure": {"name": "recommended_nodes", "value": 12, "unit": "nodes"},
-         "why": "Frontier work at 12 nodes, beyond the 4-node IB cluster Kentino builds."},
-    ]
-    return out
+def card_memory(gpu: str) -> float:
+    """A card's memory, read from knowledge/gpus.yaml itself."""
+    cards = yaml.safe_load((ROOT / "knowledge" / "gpus.yaml").read_text())
+    cards = cards.get("gpus", cards)
+    found = cards[gpu] if isinstance(cards, dict) else next(card for card in cards if card["id"] == gpu)
+    return float(found["memory_gb"])

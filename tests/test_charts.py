@@ -3,6 +3,7 @@ geometry and checked against the answer's figures, the policy's parameters (rule
 points (knowledge/); drawn only when the answer carries the data; every text escaped."""
 from __future__ import annotations
 
+import copy
 import math
 import shutil
 import xml.etree.ElementTree as ET
@@ -14,12 +15,15 @@ from charts_support import (
     FRONTIER,
     IB_CLUSTER,
     INT4,
+    MISSED,
     REPLICAS,
     SINGLE,
+    SWITCH,
+    alternative,
     calibration,
-    card_switch,
+    card_memory,
     drawn,
-    missed_deadline,
+    label_of,
     parameter,
     value,
 )
@@ -28,13 +32,13 @@ from kentino_expert.answer.charts.svg import nice_step, to_svg
 from kentino_expert.answer.charts.text import to_markdown
 
 TOLERANCE = 0.01  # the SVG writes coordinates to 3 decimals: values come back within 1%
+REPRESENTATIVE = (("single", SINGLE), ("int4", INT4), ("replicas", REPLICAS), ("ib", IB_CLUSTER),
+                  ("frontier", FRONTIER), ("batch", BATCH), ("switch", SWITCH), ("missed", MISSED))
 
 
 @pytest.fixture(scope="module")
 def answers(expert):
-    return {name: expert.recommend(facts).model_dump(mode="json") for name, facts in (
-        ("single", SINGLE), ("int4", INT4), ("replicas", REPLICAS), ("ib", IB_CLUSTER), ("frontier", FRONTIER),
-        ("batch", BATCH))}
+    return {name: expert.recommend(facts).model_dump(mode="json") for name, facts in REPRESENTATIVE}
 
 
 def charts(expert, answer) -> dict:
@@ -45,66 +49,109 @@ def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=0.05)
 
 
-def test_single_node_memory_bar_is_its_node_figures_per_gpu(expert, answers):
-    """One 8-GPU node at FP8: the weights, KV cache and overhead segments are the node figures over 8 GPUs, the
-    bar's end is the workload fraction of the card, the lines are the card and workload_fraction_max of it."""
-    answer = answers["single"]
-    assert answer["recommendation"]["kind"] == "single-node"
-    found = charts(expert, answer)
-    assert set(found) == {"memory"}, "one node, inference: no builds, no time, no scaling chart"
-    picture = drawn(to_svg(found["memory"]))
+def parts_of(picture) -> dict:
+    return {role: width for role, _, width, _ in picture.bars[0].segments}
+
+
+def assert_memory_is_the_plan(expert, answer, parts: dict, limit: str) -> None:
+    """The memory bar: each segment is its plan_gpu_* figure, stacked end to end up to plan_gpu_memory_gb,
+    against the card's memory (knowledge/gpus.yaml) and the policy's limit (rules/parameters.yaml)."""
+    picture = drawn(to_svg(charts(expert, answer)["memory"]))
     bar = picture.bars[0]
-    parts = {role: width for role, _, width, _ in bar.segments}
-    card = value(answer, "gpu_memory_gb")
-    assert close(parts["weights"], value(answer, "weights_gb_fp8") / 8)
-    assert close(parts["kv-cache"], value(answer, "kv_cache_gb") / 8)
-    assert close(bar.total, value(answer, "workload_fraction_fp8") * card)
-    assert close(picture.lines["capacity"], card)
-    assert close(picture.lines["limit"], parameter("workload_fraction_max") * card)
-    assert bar.status == "works" and bar.highlighted
+    drawn_parts = parts_of(picture)
+    assert set(drawn_parts) == set(parts.values())
+    for name, role in parts.items():
+        assert close(drawn_parts[role], value(answer, name)), name
+    card = card_memory(answer["recommendation"]["gpu"])
+    assert close(bar.total, value(answer, "plan_gpu_memory_gb"))
+    assert close(bar.total, value(answer, "plan_gpu_memory_fraction") * card)
+    assert close(picture.lines["capacity"], card) and close(picture.lines["limit"], parameter(limit) * card)
+    assert bar.highlighted and bar.status == ("works" if bar.total <= parameter(limit) * card else "fails")
     starts = [start for _, _, _, start in bar.segments]
     ends = [start + width for _, _, width, start in bar.segments]
     stacked = all(close(end, start) for end, start in zip(ends[:-1], starts[1:], strict=True))
     assert close(starts[0], 0) and stacked, "each segment starts where the one before it ends"
 
 
+SERVING_PARTS = {"plan_gpu_weights_gb": "weights", "plan_gpu_kv_cache_gb": "kv-cache",
+                 "plan_gpu_overhead_gb": "overhead"}
+TRAINING_PARTS = {"plan_gpu_states_gb": "optimizer", "plan_gpu_gathered_gb": "state",
+                  "plan_gpu_activations_gb": "activations"}
+
+
+def assert_builds_are_the_alternatives(expert, answer) -> None:
+    """The builds chart: the recommended build first and highlighted, then every alternative in its order, each
+    as nodes x GPUs per node, green where the search found it works and red where it does not."""
+    picture = drawn(to_svg(charts(expert, answer)["builds"]))
+    rec = answer["recommendation"]
+    builds = [rec] + answer["alternatives"]
+    assert [bar.label for bar in picture.bars] == [label_of(build) for build in builds]
+    assert [bar.highlighted for bar in picture.bars] == [True] + [False] * len(answer["alternatives"])
+    for bar, build in zip(picture.bars, builds, strict=True):
+        assert close(bar.total, build["nodes"] * build["gpus_per_node"]), bar.label
+    for bar, item in zip(picture.bars[1:], answer["alternatives"], strict=True):
+        assert bar.status == ("works" if item["works"] else "fails"), bar.label
+
+
+def test_single_node_memory_and_the_other_cards(expert, answers):
+    """One 8-GPU node at FP8: the bar is the plan's per-GPU weights (the FP8 weights over TP), KV cache and
+    overhead against the card and workload_fraction_max; the builds chart shows why not the other cards; one
+    node at inference has no time and no scaling chart."""
+    answer = answers["single"]
+    rec = answer["recommendation"]
+    assert (rec["kind"], rec["nodes"], rec["precision"]) == ("single-node", 1, "fp8")
+    assert set(charts(expert, answer)) == {"memory", "builds"}
+    assert_memory_is_the_plan(expert, answer, SERVING_PARTS, "workload_fraction_max")
+    assert close(value(answer, "plan_gpu_weights_gb"), value(answer, "weights_gb_fp8") / rec["parallelism"]["tp"])
+    assert_builds_are_the_alternatives(expert, answer)
+
+
 def test_int4_memory_bar_draws_the_int4_weights(expert, answers):
-    """One node at INT4: the weights segment is the INT4 weights per GPU, not the FP8 ones."""
+    """One node at INT4: the weights segment is the INT4 weights over the plan's TP, not the FP8 ones."""
     answer = answers["int4"]
-    assert answer["recommendation"]["precision"] == "int4"
-    bar = drawn(to_svg(charts(expert, answer)["memory"])).bars[0]
-    weights = next(width for role, _, width, _ in bar.segments if role == "weights")
-    assert close(weights, value(answer, "weights_gb_int4") / 8)
-    assert not close(weights, value(answer, "weights_gb_fp8") / 8)
+    rec = answer["recommendation"]
+    assert rec["precision"] == "int4"
+    assert_memory_is_the_plan(expert, answer, SERVING_PARTS, "workload_fraction_max")
+    weights = parts_of(drawn(to_svg(charts(expert, answer)["memory"])))["weights"]
+    assert close(weights, value(answer, "weights_gb_int4") / rec["parallelism"]["tp"])
+    assert not close(weights, value(answer, "weights_gb_fp8") / rec["parallelism"]["tp"])
+    assert_builds_are_the_alternatives(expert, answer)
 
 
-def test_replicas_share_the_kv_cache(expert, answers):
-    """Data-parallel replicas: every GPU keeps the whole weights share of its node and 1/replicas of the KV cache."""
+def test_replicas_hold_a_share_of_the_kv_cache(expert, answers):
+    """Data-parallel replicas: every GPU keeps its TP share of the weights and less KV cache than one copy
+    would hold for every request; independent replicas draw no scaling chart."""
     answer = answers["replicas"]
     rec = answer["recommendation"]
     assert rec["kind"] == "dp-replicas" and rec["replicas"] > 1
-    found = charts(expert, answer)
-    assert "efficiency" not in found, "independent replicas do not cross nodes"
-    parts = {role: width for role, _, width, _ in drawn(to_svg(found["memory"])).bars[0].segments}
-    assert close(parts["weights"], value(answer, "weights_gb_fp8") / 8)
-    assert close(parts["kv-cache"], value(answer, "kv_cache_gb") / (8 * rec["replicas"]))
+    assert "efficiency" not in charts(expert, answer), "independent replicas do not cross nodes"
+    assert_memory_is_the_plan(expert, answer, SERVING_PARTS, "workload_fraction_max")
+    parts = parts_of(drawn(to_svg(charts(expert, answer)["memory"])))
+    assert close(parts["weights"], value(answer, "weights_gb_fp8") / rec["parallelism"]["tp"])
+    assert parts["kv-cache"] < value(answer, "kv_cache_gb") / rec["parallelism"]["tp"]
+    assert_builds_are_the_alternatives(expert, answer)
 
 
 def test_ib_cluster_memory_time_and_efficiency(expert, answers):
-    """A 2-node IB cluster: the training state over its 16 GPUs against training_fraction_max; days on the plan
-    and on one node; the plan's efficiency against efficiency_floor and the document's 0.73 / 0.65."""
+    """An IB cluster of training_nodes nodes: the per-GPU state, gathered module and activations against
+    training_fraction_max; days of the plan and of every other card's plan; the plan's efficiency against
+    efficiency_floor and the document's 0.73 / 0.65."""
     answer = answers["ib"]
     rec = answer["recommendation"]
-    assert rec["kind"] == "multi-node-ib" and rec["nodes"] == 2
+    assert rec["kind"] == "multi-node-ib" and rec["nodes"] == value(answer, "training_nodes") > 1
     found = charts(expert, answer)
-    memory = drawn(to_svg(found["memory"]))
-    card = value(answer, "gpu_memory_gb")
-    assert close(memory.bars[0].total, value(answer, "training_state_gb") / 16)
-    assert close(memory.lines["limit"], parameter("training_fraction_max") * card)
+    assert set(found) == {"memory", "builds", "time", "efficiency"}
+    assert_memory_is_the_plan(expert, answer, TRAINING_PARTS, "training_fraction_max")
+    assert_builds_are_the_alternatives(expert, answer)
     time = drawn(to_svg(found["time"]))
-    assert close(time.bar("2 nodes").total, value(answer, "days_on_plan")) and time.bar("2 nodes").highlighted
-    one = [bar for bar in time.bars if not bar.label.startswith("2 nodes")][0]
-    assert close(one.total, value(answer, "days_on_one_node")) and one.status == "fails", "the state needs 2 nodes"
+    assert "deadline" not in time.lines, "no deadline was given"
+    plan = time.bar(label_of(rec))
+    assert close(plan.total, value(answer, "time_to_result_days")) and plan.highlighted
+    assert close(value(answer, "time_to_result_days"), value(answer, "days_on_plan"))
+    for item in answer["alternatives"]:
+        bar = time.bar(label_of(item))
+        assert close(bar.total, item["time_to_result_days"]) and not bar.highlighted
+        assert bar.status == ("works" if item["works"] else "fails")
     efficiency = drawn(to_svg(found["efficiency"]))
     plan = efficiency.bar("this plan")
     assert close(plan.total, value(answer, "plan_efficiency")) and plan.highlighted
@@ -114,67 +161,109 @@ def test_ib_cluster_memory_time_and_efficiency(expert, answers):
     assert points == pytest.approx(calibration(), abs=0.005) and calibration() == [0.65, 0.73]
 
 
-def test_frontier_says_its_figures_are_for_fewer_nodes(expert, answers):
-    """Frontier: the efficiency figures are at scale_out_nodes, not the plan's count, and the chart says so."""
+def test_frontier_is_recommended_but_not_built(expert, answers):
+    """Frontier: the efficiency figures are at scale_out_nodes, not the plan's count, and the chart says so;
+    the recommended build is drawn red with the policy's reason (frontier work: beyond the IB cluster of
+    max_ib_cluster_nodes Kentino builds)."""
     answer = answers["frontier"]
     rec = answer["recommendation"]
     assert rec["kind"] == "frontier"
-    chart = charts(expert, answer)["efficiency"]
+    found = charts(expert, answer)
+    chart = found["efficiency"]
     nodes = int(value(answer, "scale_out_nodes"))
     assert nodes != rec["nodes"]
     assert f"the plan has {rec['nodes']}" in chart.bars[0].label and f"{nodes} nodes" in chart.bars[0].label
     assert close(drawn(to_svg(chart)).bars[0].total, value(answer, "plan_efficiency"))
+    assert_memory_is_the_plan(expert, answer, TRAINING_PARTS, "training_fraction_max")
+    builds = drawn(to_svg(found["builds"]))
+    assert builds.bars[0].highlighted and builds.bars[0].status == "fails"
+    assert f"{parameter('max_ib_cluster_nodes'):g}-node IB cluster" in found["builds"].table.rows[0][-1]
+    time = drawn(to_svg(found["time"]))
+    assert close(time.bars[0].total, value(answer, "time_to_result_days")) and time.bars[0].status == "fails"
 
 
 def test_batch_corpus_days_against_the_deadline(expert, answers):
-    """A batch corpus with a deadline: one node misses it, the plan's replicas split the corpus and meet it."""
+    """A batch corpus with a deadline: the plan's replicas split the corpus (one node's days over the nodes)
+    and meet it; the one-node plan misses it; every other card's plan is drawn at its own days."""
     answer = answers["batch"]
-    nodes = answer["recommendation"]["nodes"]
+    rec = answer["recommendation"]
+    assert_memory_is_the_plan(expert, answer, SERVING_PARTS, "workload_fraction_max")
     picture = drawn(to_svg(charts(expert, answer)["time"]))
-    assert close(picture.lines["deadline"], 30)
-    plan, one = picture.bar(f"{nodes} nodes"), [bar for bar in picture.bars if "nodes" not in bar.label][0]
+    assert close(picture.lines["deadline"], BATCH["deadline_days"])
+    plan = picture.bar(label_of(rec))
+    assert close(plan.total, value(answer, "time_to_result_days")) and plan.status == "works"
+    assert close(plan.total, value(answer, "batch_days_one_node") / rec["nodes"])
+    one = picture.bar(label_of({**rec, "nodes": 1}))
     assert close(one.total, value(answer, "batch_days_one_node")) and one.status == "fails"
-    assert close(plan.total, value(answer, "batch_days_one_node") / nodes) and plan.status == "works"
+    for item in answer["alternatives"]:
+        bar = picture.bar(label_of(item))
+        assert close(bar.total, item["time_to_result_days"])
+        assert (bar.status == "fails") == (item["time_to_result_days"] > BATCH["deadline_days"])
 
 
-def test_card_switch_draws_the_builds_and_the_per_gpu_parts(expert, answers):
-    """Shaped as issue 11 answers: the builds chart has the recommended build highlighted and each alternative
-    in GPUs, works or not; the memory bar is the plan's own per-GPU parts plus the rest of its total."""
-    answer = card_switch(answers["ib"])
+def test_card_switch_shows_why_not_the_named_card(expert, answers):
+    """A 70B full fine-tune asked on RTX 5090s: the builds chart draws the 5090 plan red at its nodes with the
+    search's reason, the recommended card highlighted; memory is drawn against the recommended card's memory,
+    not the named one's."""
+    answer = answers["switch"]
+    rec = answer["recommendation"]
+    assert rec["gpu"] != SWITCH["gpu"]
     found = charts(expert, answer)
-    builds = drawn(to_svg(found["builds"]))
-    assert [bar.highlighted for bar in builds.bars] == [True, False, False, False]
-    assert builds.bars[0].label == "2 nodes x 8 x rtx-pro-6000" and close(builds.bars[0].total, 16)
-    assert close(builds.bar("rtx-5090").total, 48) and builds.bar("rtx-5090").status == "fails"
-    assert close(builds.bar("l40").total, 32) and builds.bar("l40").status == "works"
-    assert close(builds.bar("x l4 ").total, 8) and "at least 8 GPUs" in builds.bar("x l4 ").value_text
-    table = found["builds"].table
-    assert ("recommended_nodes = 6 nodes" in table.rows[1]) and "does not work" in table.rows[1]
-    memory = drawn(to_svg(found["memory"])).bars[0]
-    parts = {role: width for role, _, width, _ in memory.segments}
-    assert close(parts["optimizer"], 68.0) and close(parts["state"], 1.8) and close(parts["activations"], 7.1)
-    assert close(parts["other"], 79.5 - 68.0 - 1.8 - 7.1) and close(memory.total, 79.5)
+    assert_builds_are_the_alternatives(expert, answer)
+    named = alternative(answer, SWITCH["gpu"])
+    bar = drawn(to_svg(found["builds"])).bar(label_of(named))
+    assert bar.status == "fails" and close(bar.total, named["nodes"] * named["gpus_per_node"])
+    row = next(row for row in found["builds"].table.rows if row[0] == label_of(named))
+    assert row[-1] == named["why"] and f"{named['figure']['value']:g}" in row[-2]
+    assert_memory_is_the_plan(expert, answer, TRAINING_PARTS, "training_fraction_max")
+    assert card_memory(rec["gpu"]) != card_memory(SWITCH["gpu"])
     assert "per-GPU figures" in found["memory"].caption
 
 
 def test_missed_deadline_is_drawn_past_the_line(expert, answers):
-    """The plan's time_to_result_days past the deadline is a failing highlighted bar; the one-node alternative
-    is drawn with its deciding days; an alternative decided by another figure is not a time bar."""
-    answer = missed_deadline(answers["frontier"])
+    """8B in 30 days: the one-node plan's days (days_on_one_node) run past the deadline line in red; the plan
+    the deadline sized meets it, drawn red all the same: frontier work, which Kentino does not build."""
+    answer = answers["missed"]
+    rec = answer["recommendation"]
     picture = drawn(to_svg(charts(expert, answer)["time"]))
-    assert close(picture.lines["deadline"], 30)
+    assert close(picture.lines["deadline"], MISSED["deadline_days"])
+    one = picture.bar(label_of({**rec, "nodes": 1}))
+    assert close(one.total, value(answer, "days_on_one_node")) and one.total > MISSED["deadline_days"]
+    assert one.status == "fails" and "misses the deadline" in one.value_text
     plan = picture.bars[0]
-    assert plan.highlighted and plan.status == "fails" and close(plan.total, 41.25)
-    assert "misses the deadline" in plan.value_text
-    assert len(picture.bars) == 2 and close(picture.bars[1].total, 349.4)
+    assert plan.highlighted and close(plan.total, value(answer, "time_to_result_days"))
+    assert plan.total <= MISSED["deadline_days"] and "meets the deadline" in plan.value_text
+    assert plan.status == "fails" and rec["kind"] == "frontier" and "does not work" in plan.value_text
+    assert len(picture.bars) == 1 + len(answer["alternatives"])
+
+
+def test_older_answers_keep_their_time_chart(expert, answers):
+    """An answer logged before alternatives carried their days draws those decided by time; one logged before
+    time_to_result_days draws one node (red: the state needs more) against the scale-out plan."""
+    answer = copy.deepcopy(answers["missed"])
+    for item in answer["alternatives"]:
+        del item["time_to_result_days"]
+    bars = drawn(to_svg(charts(expert, answer)["time"])).bars
+    timed = [item for item in answer["alternatives"] if item["figure"]["name"] == "time_to_result_days"]
+    assert len(bars) == 1 + len(timed) and timed
+    older = copy.deepcopy(answers["ib"])
+    del older["figures"]["time_to_result_days"]
+    older["alternatives"] = []
+    time = drawn(to_svg(charts(expert, older)["time"]))
+    nodes = int(value(older, "scale_out_nodes"))
+    spread = time.bar(f"{nodes} nodes")
+    assert close(spread.total, value(older, "days_on_plan")) and spread.highlighted
+    one = next(bar for bar in time.bars if bar is not spread)
+    assert close(one.total, value(older, "days_on_one_node")) and one.status == "fails"
 
 
 def test_no_data_no_chart(expert, answers):
-    """An answer without figures, or a plan within one node, gets no chart it has no data for."""
-    bare = {**answers["single"], "figures": {}}
+    """An answer without figures or alternatives gets no chart; a plan within one node no scaling chart; an
+    answer logged before the build search no builds chart."""
+    bare = {**answers["single"], "figures": {}, "alternatives": []}
     assert charts_of(bare, context_of(expert)) == ()
     assert "efficiency" not in charts(expert, answers["int4"])
-    assert "builds" not in charts(expert, answers["ib"]), "no alternatives in this answer"
+    assert "builds" not in charts(expert, {**answers["ib"], "alternatives": []})
 
 
 def test_policy_lines_come_from_the_loaded_rules(expert, answers, tmp_path):
@@ -199,8 +288,9 @@ def test_policy_lines_come_from_the_loaded_rules(expert, answers, tmp_path):
 
 def test_every_text_is_escaped(expert, answers):
     """User-provided strings (a card name, a why) are text in the SVG and its table, never markup."""
-    answer = card_switch(answers["ib"])
+    answer = copy.deepcopy(answers["switch"])
     answer["recommendation"]["gpu"] = '<script>alert("x")</script>&'
+    answer["alternatives"][0]["why"] = "<b>buildable</b>"
     for chart in charts(expert, answer).values():
         svg = to_svg(chart)
         root = ET.fromstring(svg)  # well-formed XML

@@ -12,16 +12,31 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from charts_support import IB_CLUSTER, ROOT, SVG, card_switch, missed_deadline, parameter
+from charts_support import (
+    BATCH,
+    FRONTIER,
+    IB_CLUSTER,
+    INT4,
+    MISSED,
+    REPLICAS,
+    ROOT,
+    SINGLE,
+    SVG,
+    SWITCH,
+    label_of,
+    parameter,
+)
 from headless import CHROMIUM, SKIP_REASON, chromium, png_rows
-from kentino_expert.answer.charts.svg import FAILS, REFERENCE, SEGMENT_COLOURS, STATUS_COLOURS, WORKS
+from kentino_expert.answer.charts import charts_of, context_of
+from kentino_expert.answer.charts.svg import NEUTRAL, ROW_H, SEGMENT_COLOURS, STATUS_COLOURS
 from kentino_expert.answer.explain import chart_files, explain_html, explain_markdown
 from kentino_expert.decisions.connect import open_log
 
-DOC_EXAMPLE = ROOT / "examples" / "70b-full-finetune.yaml"
-DOC_CHARTS = ROOT / "docs" / "charts" / "70b-full-finetune"
-REGENERATE = ("kentino-expert recommend examples/70b-full-finetune.yaml --format json > /tmp/ft.json && "
-              "kentino-expert explain /tmp/ft.json --charts docs/charts/70b-full-finetune")
+# the examples whose charts docs/auditors.md shows: an IB cluster, a card switch, a deadline
+DOC_EXAMPLES = ("70b-full-finetune", "70b-full-finetune-on-5090", "8b-pretraining-in-30-days")
+DOC_CHARTS = ROOT / "docs" / "charts"
+REGENERATE = ("kentino-expert recommend examples/{0}.yaml --format json > /tmp/{0}.json && "
+              "kentino-expert explain /tmp/{0}.json --charts docs/charts/{0}")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +47,7 @@ def ib(expert):
 def test_html_has_each_chart_inline_with_its_text_equivalent(expert, ib):
     """Each chart is an inline <svg role=img> titled and described, followed by its table; the page keeps no
     script and no external resource."""
-    page = explain_html(expert, card_switch(ib))
+    page = explain_html(expert, expert.recommend(SWITCH).model_dump(mode="json"))
     figures = re.findall(r'<figure class="chart" data-chart="(\w+)">(.*?)</figure>', page, re.S)
     assert [key for key, _ in figures] == ["memory", "builds", "time", "efficiency"]
     for key, body in figures:
@@ -44,11 +59,16 @@ def test_html_has_each_chart_inline_with_its_text_equivalent(expert, ib):
     assert "<script" not in page.lower() and not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
 
 
-def test_markdown_has_the_tables(expert, ib):
-    """The Markdown report carries each chart as its summary and table, before the trace."""
-    text = explain_markdown(expert, missed_deadline(ib))
+def test_markdown_has_the_tables(expert):
+    """The Markdown report carries each chart as its summary and table, before the trace: the one-node plan of
+    a deadline job with its days, past the deadline."""
+    answer = expert.recommend(MISSED).model_dump(mode="json")
+    text = explain_markdown(expert, answer)
     assert text.index("## Charts") < text.index("## Why: the rules that fired")
-    assert "### Time to result" in text and "| 2 nodes x 8 x rtx-pro-6000 | 41.2 days | misses the deadline" in text
+    one = next(item for item in answer["alternatives"] if item["nodes"] == 1)
+    assert one["time_to_result_days"] > MISSED["deadline_days"]
+    row = f"| {label_of(one)} | {one['time_to_result_days']:,.1f} days | misses the deadline |"
+    assert "### Time to result" in text and row in text
 
 
 def test_recommend_markdown_has_the_chart_tables(expert):
@@ -96,7 +116,9 @@ def test_cli_writes_the_charts_as_files(expert, ib, tmp_path):
     runner = CliRunner()
     done = runner.invoke(main, ["explain", str(answer), "--charts", str(tmp_path / "out")])
     assert done.exit_code == 0, done.output
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["efficiency.svg", "memory.svg", "time.svg"]
+    expected = sorted(f"{chart.key}.svg" for chart in charts_of(ib, context_of(expert)))
+    assert expected == ["builds.svg", "efficiency.svg", "memory.svg", "time.svg"], "an IB training plan has all four"
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == expected
     ET.parse(tmp_path / "out" / "memory.svg")
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -105,95 +127,105 @@ def test_cli_writes_the_charts_as_files(expert, ib, tmp_path):
     assert "Traceback" not in failed.output and len(failed.output.strip().splitlines()) == 1
 
 
-def test_the_guide_pictures_are_up_to_date(expert):
-    """docs/charts/ is what `explain --charts` draws today for the bundled full fine-tuning example."""
-    facts = yaml.safe_load(DOC_EXAMPLE.read_text())
+@pytest.mark.parametrize("example", DOC_EXAMPLES)
+def test_the_guide_pictures_are_up_to_date(expert, example):
+    """docs/charts/EXAMPLE/ is what `explain --charts` draws today for the bundled example, and the auditor
+    guide shows the pictures."""
+    facts = yaml.safe_load((ROOT / "examples" / f"{example}.yaml").read_text())
     expected = chart_files(expert, expert.recommend(facts))
-    found = {path.name: path.read_text(encoding="utf-8") for path in DOC_CHARTS.glob("*.svg")}
-    assert found == expected, f"docs/charts is stale: run `{REGENERATE}`"
+    found = {path.name: path.read_text(encoding="utf-8") for path in (DOC_CHARTS / example).glob("*.svg")}
+    assert found == expected, f"docs/charts/{example} is stale: run `{REGENERATE.format(example)}`"
     guide = (ROOT / "docs" / "auditors.md").read_text()
-    for name in expected:
-        assert f"](charts/70b-full-finetune/{name})" in guide, f"docs/auditors.md does not show {name}"
+    shown = [name for name in expected if f"](charts/{example}/{name})" in guide]
+    assert shown, f"docs/auditors.md shows no picture of {example}"
 
 
-def _rgb(colour: str) -> tuple[int, int, int]:
-    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+REPRESENTATIVE = {"single": SINGLE, "int4": INT4, "replicas": REPLICAS, "ib": IB_CLUSTER, "frontier": FRONTIER,
+                  "switch": SWITCH, "missed": MISSED, "batch": BATCH}
+NARROWEST = 4  # pixels: a thinner segment is all anti-aliased edge, not found by its colour
 
 
-def _runs(rows, channels: int, colour: str, least: int = 3) -> list[tuple[int, int, int]]:
-    """(y, x, length) of every horizontal run of at least `least` pixels of the colour (within 10 per channel)."""
-    red, green, blue = _rgb(colour)
-    found = []
-    for y, line in enumerate(rows):
-        start = None
-        for x in range(len(line) // channels + 1):
-            i = x * channels
-            inside = i < len(line) and abs(line[i] - red) <= 10 and abs(line[i + 1] - green) <= 10 \
-                and abs(line[i + 2] - blue) <= 10
-            if inside and start is None:
-                start = x
-            elif not inside and start is not None:
-                if x - start >= least:
-                    found.append((y, start, x - start))
-                start = None
-    return found
+def _pattern(colour: str, channels: int) -> re.Pattern:
+    """A run of pixels of the colour (each channel within 3 of it) in a row's bytes."""
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    pixel = b"".join(b"[" + re.escape(bytes([max(0, c - 3)])) + b"-" + re.escape(bytes([min(255, c + 3)])) + b"]"
+                     for c in rgb) + (b"." if channels == 4 else b"")
+    return re.compile(b"(?:" + pixel + b")+", re.S)
 
 
-def _widths(page: str, key: str) -> list[tuple[str, str, float]]:
-    """(role, status, width in pixels) of each segment the chart `key` draws, from its SVG."""
+class Screen:
+    """The screenshot's rows, and the runs of a colour in a row, found on demand (once)."""
+
+    def __init__(self, rows, channels: int):
+        self.rows, self.channels, self._patterns, self._runs = rows, channels, {}, {}
+
+    def runs(self, colour: str, y: int) -> list[tuple[int, int]]:
+        """(x, length) of every horizontal run of the colour in row y."""
+        key = (colour, y)
+        if key not in self._runs:
+            pattern = self._patterns.setdefault(colour, _pattern(colour, self.channels))
+            line = self.rows[y] if 0 <= y < len(self.rows) else b""
+            self._runs[key] = [(m.start() // self.channels, (m.end() - m.start()) // self.channels)
+                               for m in pattern.finditer(line) if m.start() % self.channels == 0]
+        return self._runs[key]
+
+
+def _segments(page: str, key: str) -> list[list[tuple[str, float, float]]]:
+    """Per bar of the chart `key`: (colour, left edge from the plot's start, width) of each segment, in pixels."""
     body = page[page.index(f'data-chart="{key}"'):]
     root = ET.fromstring(body[body.index("<svg"):body.index("</svg>") + 6])
-    return [(rect.get("data-role"), group.get("data-status"), float(rect.get("width")))
-            for group in root.iter(f"{SVG}g") if group.get("class") == "bar"
-            for rect in group.iter(f"{SVG}rect") if rect.get("class") == "segment"]
+    x0 = float(root.get("data-x0"))
+    return [[(SEGMENT_COLOURS.get(rect.get("data-role")) or STATUS_COLOURS.get(group.get("data-status"),
+                                                                              STATUS_COLOURS[NEUTRAL]),
+              float(rect.get("x")) - x0, float(rect.get("width")))
+             for rect in group.iter(f"{SVG}rect") if rect.get("class") == "segment"]
+            for group in root.iter(f"{SVG}g") if group.get("class") == "bar"]
 
 
-def _drawn(runs, width: float) -> list[tuple[int, int, int]]:
-    """The runs whose length is the width (within 3 pixels: anti-aliased edges)."""
-    match = [run for run in runs if abs(run[2] - width) <= 3]
-    assert match, f"no bar {width:.0f} px wide among runs {sorted({run[2] for run in runs})}"
-    return match
+def _found(screen: Screen, colour: str, y: int, x: float, width: float) -> bool:
+    """A run at row y (or one beside it) starting at x and as wide as width (anti-aliased edges aside)."""
+    return any(abs(start - x) <= 2 and abs(length - width) <= 3
+               for row in (y - 1, y, y + 1) for start, length in screen.runs(colour, row))
 
 
-def _stacked(parts: list[list[tuple[int, int, int]]]) -> list[tuple[int, int, int]]:
-    """One run per part, all on one row, each starting where the one before it ends (within 2 pixels)."""
-    for first in parts[0]:
-        chain = [first]
-        for runs in parts[1:]:
-            after = [run for run in runs if run[0] == first[0] and abs(chain[-1][1] + chain[-1][2] - run[1]) <= 2]
-            if not after:
-                break
-            chain.append(after[0])
-        if len(chain) == len(parts):
-            return chain
-    raise AssertionError("the memory parts are not drawn end to end on one row")
+def _chart_on_screen(screen: Screen, bars) -> tuple[int, int]:
+    """(y, x) of the chart's plot in the screenshot: where every bar's every segment (wide enough to see) is
+    drawn in its colour at its offset and width, one bar every ROW_H pixels."""
+    visible = [(index, segment) for index, bar in enumerate(bars) for segment in bar if segment[2] >= NARROWEST]
+    assert visible, "nothing wide enough to see"
+    (first_index, (colour, offset, width)), rest = visible[0], visible[1:]
+    for y in range(len(screen.rows)):
+        for start, length in screen.runs(colour, y):
+            if abs(length - width) > 3:
+                continue
+            top, x0 = y - ROW_H * first_index, start - offset
+            if all(_found(screen, c, top + ROW_H * i, x0 + o, w) for i, (c, o, w) in rest):
+                return top, x0
+    raise AssertionError(f"the bars {[[(c, round(w)) for c, _, w in bar] for bar in bars]} are not on screen")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
-def test_chromium_draws_the_bars_where_the_svg_puts_them(expert, ib, tmp_path):
-    """In a screenshot of the report every bar is there in its colour at its width: the memory parts stacked
-    end to end on one row, the builds that work in green and those that do not in red, the document's points in
-    grey; and every bar starts at the same x, the plot's left edge."""
-    page = explain_html(expert, card_switch(ib))
+@pytest.mark.parametrize("name", list(REPRESENTATIVE))
+def test_chromium_draws_the_bars_where_the_svg_puts_them(expert, name, tmp_path):
+    """In a screenshot of the report, every chart of the representative answer is there: each bar's segments
+    in their colours at their widths and offsets (the memory parts end to end), one bar under the other, and
+    every chart's bars starting at the same x, the plot's left edge."""
+    answer = expert.recommend(REPRESENTATIVE[name]).model_dump(mode="json")
+    page = explain_html(expert, answer)
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
     shot = tmp_path / "report.png"
-    chromium([f"--screenshot={shot}", "--window-size=1280,4200", path.as_uri()], tmp_path)
+    chromium([f"--screenshot={shot}", "--window-size=1280,4200", "--force-device-scale-factor=1",
+              "--hide-scrollbars", path.as_uri()], tmp_path)
     assert shot.exists(), "no screenshot"
     _, _, channels, rows = png_rows(shot)
-    starts = []
-    segments = _widths(page, "memory")
-    assert [role for role, _, _ in segments] == ["optimizer", "state", "activations", "other"]
-    chain = _stacked([_drawn(_runs(rows, channels, SEGMENT_COLOURS[role]), width) for role, _, width in segments])
-    starts.append(chain[0][1])
-    for chart in ("builds", "efficiency"):
-        for _, status, width in _widths(page, chart):
-            if status in (WORKS, FAILS, REFERENCE):
-                starts.append(_drawn(_runs(rows, channels, STATUS_COLOURS[status]), width)[0][1])
-    statuses = {status for _, status, _ in _widths(page, "builds")}
-    assert statuses == {WORKS, FAILS}
-    assert max(starts) - min(starts) <= 2, f"bars start at different x: {sorted(set(starts))}"
-    assert len(starts) >= 8
+    screen = Screen(rows, channels)
+    keys = re.findall(r'<figure class="chart" data-chart="(\w+)">', page)
+    assert "memory" in keys and "builds" in keys, "every representative answer has its memory and its builds"
+    placed = [_chart_on_screen(screen, _segments(page, key)) for key in keys]
+    assert [y for y, _ in placed] == sorted(y for y, _ in placed), "the charts are drawn in their order"
+    starts = [x for _, x in placed]
+    assert max(starts) - min(starts) <= 2, f"charts start at different x: {starts}"
 
 
 def test_guide_pictures_are_valid_svg():

@@ -136,7 +136,8 @@ def test_a_card_switch_shows_its_alternatives(expert):
     short = compact(response)
     assert short["recommendation"]["gpu"] == "rtx-pro-6000"
     named = next(item for item in short["alternatives"] if item["gpu"] == "rtx-5090")
-    assert (named["kind"], named["works"]) == ("frontier", False)
+    limit = expert.ruleset.parameter_values["max_ib_cluster_nodes"]
+    assert (named["kind"], named["works"]) == ("frontier", False) and named["nodes"] > limit, "beyond an IB cluster"
     assert short["alternatives"] == [{key: item[key] for key in ("gpu", "kind", "nodes", "works")}
                                      for item in response["alternatives"][:MAX_ALTERNATIVES]]
     CompactDecision.model_validate(short)

@@ -154,6 +154,43 @@ class TestDeadlineAlternatives:
         assert "deadline-drives-nodes" in {w.code for w in answer.warnings}
 
 
+class TestTimePerAlternative:
+    """Every alternative of a training or batch answer carries its own time to result; others carry none."""
+
+    def test_the_slower_plan_takes_what_the_answer_without_the_deadline_takes(self, expert):
+        """The one-node alternative of 8B in 30 days carries the days the same facts without a deadline give, and
+        an alternative decided by its days carries the same number as its deciding figure."""
+        facts = {"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}
+        answer = expert.recommend({**facts, "deadline_days": 30})
+        without = expert.recommend(facts).figures["time_to_result_days"].value
+        assert all(item.time_to_result_days is not None for item in answer.alternatives)
+        slower = answer.alternatives[0]
+        assert slower.time_to_result_days == pytest.approx(without) and slower.time_to_result_days > 30
+        for item in answer.alternatives:
+            if item.figure is not None and item.figure.name == "time_to_result_days":
+                assert item.figure.value == pytest.approx(item.time_to_result_days)
+
+    def test_another_cards_days_are_that_cards_answer(self, expert, tmp_path):
+        """The L40's alternative carries the days the answer gives when the policy prefers the L40 (its plan then)."""
+        facts = {"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}
+        l40 = next(item for item in expert.recommend(facts).alternatives if item.gpu == "l40")
+        rules = _copy_rules(tmp_path)
+        path = rules / "selection.yaml"
+        path.write_text(path.read_text().replace("cards: [rtx-pro-6000, l40,", "cards: [l40, rtx-pro-6000,"))
+        other = Expert(rules_dir=rules)
+        try:
+            answer = other.recommend(facts)
+        finally:
+            other.close()
+        assert (answer.recommendation.gpu, answer.recommendation.nodes) == ("l40", l40.nodes)
+        assert l40.time_to_result_days == pytest.approx(answer.figures["time_to_result_days"].value)
+
+    def test_inference_alternatives_carry_no_days(self, expert):
+        """A chat answer has no time to result, and neither have its alternatives."""
+        answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b"})
+        assert answer.alternatives and all(item.time_to_result_days is None for item in answer.alternatives)
+
+
 class TestPolicyFile:
     """rules/selection.yaml is the policy: without it there is no search, and its order is obeyed."""
 
@@ -212,6 +249,14 @@ class TestOlderAnswers:
         row = {"decision_id": "d", "created_at": "2026-12-03T00:00:00+00:00", "session_id": None, "turn": None,
                "source": "cli", "facts": {}, "answer": logged, "kind": "single-node", "digest": "x", "engine": "e"}
         assert LoggedDecision.model_validate(row).answer.alternatives == []
+
+    def test_alternative_without_days_validates(self, expert):
+        """An alternative logged before it carried its days validates, with none."""
+        logged = expert.recommend({"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T",
+                                   "deadline_days": 30}).model_dump(mode="json")
+        for item in logged["alternatives"]:
+            del item["time_to_result_days"]
+        assert all(item.time_to_result_days is None for item in Answer.model_validate(logged).alternatives)
 
 
 class TestFractionalCounts:

@@ -103,6 +103,9 @@ class Alternative(BaseModel):
     works: bool = Field(description="True when it is a plan Kentino builds (rules/selection.yaml `works`).")
     figure: DecidingFigure | None = Field(description="The figure that decided it.")
     why: str = Field(description="Why, in one sentence.")
+    time_to_result_days: float | None = Field(None, description="Days this build takes to the result (training, "
+                                                                "or a batch corpus); null otherwise, and in "
+                                                                "answers logged before it was recorded.")
 
 
 class RulesetId(BaseModel):

@@ -31,6 +31,7 @@ class Plan:
     pp: int | None
     values: Mapping  # name -> value, for every name of the policy's `reads` the run produced
     because: str
+    time_to_result_days: float | None = None  # the plan figure (training, a batch corpus), whatever `reads` holds
 
     @property
     def kind_class(self) -> str | None:
@@ -52,6 +53,7 @@ class PlanEvaluator(Protocol):
         """The plan the rules reach for `facts` (raises KentinoError on facts that do not validate)."""
 
 
+TIME_FIGURE = "time_to_result_days"  # the plan figure every alternative carries (TIME_FIGURE_SPECS)
 UNIT_REPLICAS = "dp-replicas-of-units"  # a kind class of selection.yaml's `kinds`, beside the kinds
 
 # the units of the recommendation fields a `works` condition may name as its figure
@@ -82,7 +84,7 @@ def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> P
     return Plan(kind=field("kind"), nodes=field("nodes"),
                 gpus_per_node=field("gpus_per_node") or _whole(state.get("gpus_per_node")),
                 gpu=field("gpu") or state.get("gpu"), precision=field("precision"), pp=field("pp"), values=values,
-                because=because)
+                because=because, time_to_result_days=state.get(TIME_FIGURE))
 
 
 class EngineEvaluator:

@@ -254,7 +254,8 @@ def _alternative(judged: Judged, policy: SelectionPolicy, params) -> Alternative
         why = plan.because
     figure = DecidingFigure(name=name, value=values.get(name), unit=unit_of(name)) if name else None
     return Alternative(gpu=judged.candidate.gpu, gpus_per_node=_count(plan.gpus_per_node) or 0, kind=plan.kind,
-                       nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why)
+                       nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why,
+                       time_to_result_days=plan.time_to_result_days)
 
 
 def _count(value) -> int | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .builds import builds_chart, time_chart
+from .builds import builds_chart
 from .common import ChartContext, context_of
 from .efficiency import efficiency_chart
 from .memory import memory_chart
 from .spec import Chart
+from .timeline import time_chart
 
 BUILDERS = (memory_chart, builds_chart, time_chart, efficiency_chart)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ...domain.state import recommendation_key
 from ...domain.vocabulary import TRAINING_TASKS
+from ...lang.semantics import truth_of
+from ...lang.templates import render_layers
 
 UNIT_KINDS = ("multi-node-ib", "frontier")  # kinds whose nodes form one TP x PP unit
 BATCH_TASK = "batch-inference"
@@ -18,6 +21,7 @@ class ChartContext:
 
     parameters: Mapping[str, object] = field(default_factory=dict)
     calibration: tuple[tuple[str, float], ...] = ()
+    works: tuple = ()  # the selection policy's `works` conditions (rules/selection.yaml): is a plan buildable
 
     def parameter(self, name: str) -> float | None:
         return number(self.parameters.get(name))
@@ -33,7 +37,28 @@ def context_of(expert) -> ChartContext:
             where = "1 node" if nodes == 1 else f"{nodes} nodes"
             points.append((f"document: TP, {point.get('gpus')} GPUs, {where}, {point.get('link')}",
                            float(point["efficiency"])))
-    return ChartContext(dict(expert.ruleset.parameter_values), tuple(points))
+    selection = expert.ruleset.selection
+    return ChartContext(dict(expert.ruleset.parameter_values), tuple(points),
+                        tuple(selection.works) if selection is not None else ())
+
+
+def unbuildable(answer: Mapping, context: ChartContext) -> tuple[str, str] | None:
+    """Why the recommended plan is not one Kentino builds: (figure, sentence) of the first of the policy's
+    `works` conditions that fails on the answer's facts, figures and recommendation (None: it is buildable, or
+    no policy was loaded), as the build search judges an alternative."""
+    env = {**context.parameters, **(answer.get("facts") or {})}
+    env.update({name: item.get("value") for name, item in (answer.get("figures") or {}).items()
+                if isinstance(item, Mapping)})
+    env.update({recommendation_key(name): value for name, value in plan(answer).items() if value is not None})
+    for condition in context.works:
+        if not truth_of(condition.node, env):
+            return condition.figure, render_layers(condition.says, (env,))
+    return None
+
+
+def alternatives(answer: Mapping) -> list[Mapping]:
+    """The answer's alternatives (none in answers logged before the build search)."""
+    return [item for item in (answer.get("alternatives") or []) if isinstance(item, Mapping)]
 
 
 def number(value) -> float | None:
