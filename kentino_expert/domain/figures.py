@@ -42,6 +42,7 @@ def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, l
     if gpu is not None and gpus:
         _scaling_figures(values, facts, gpu, gpus, link, knowledge, params)
         deadline_figures(values, facts, gpu, gpus, link, knowledge)
+        figures_serving.demand_units(values, params)
         figures_serving.unit_ceilings(values, facts, loads, gpus)
     return {name: checked_figure(name, value) for name, value in values.items()}
 
