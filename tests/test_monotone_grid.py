@@ -73,11 +73,11 @@ def key(facts: dict) -> tuple:
 def named_plan(answer, facts: dict) -> tuple[int, int, str]:
     """(GPUs, nodes, kind) of the build the buyer named: the recommendation, or its alternative when the search
     moved to another card."""
-    rec = answer.recommendation
-    if (rec.gpu, rec.gpus_per_node) == (facts["gpu"], facts["gpus_per_node"]):
+    rec, build = answer.recommendation, (facts["gpu"], facts["gpus_per_node"])
+    if (rec.gpu, rec.gpus_per_node) == build:
         nodes = rec.nodes or 1
         return nodes * rec.gpus_per_node, nodes, rec.kind
-    named = [alt for alt in answer.alternatives if (alt.gpu, alt.gpus_per_node) == (facts["gpu"], facts["gpus_per_node"])]
+    named = [alt for alt in answer.alternatives if (alt.gpu, alt.gpus_per_node) == build]
     assert named, f"the named build is neither the recommendation nor an alternative: {facts}"
     nodes = named[0].nodes or 1
     return nodes * named[0].gpus_per_node, nodes, named[0].kind
