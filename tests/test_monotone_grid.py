@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kentino_expert.expert import Expert
 
@@ -165,3 +167,39 @@ def test_a_drop_in_gpus_would_be_seen():
     assert answer.recommendation.gpu != "rtx-5090"
     gpus, nodes, kind = named_plan(answer, facts)
     assert kind == "frontier" and gpus == nodes * 8 > (answer.recommendation.nodes or 1) * 8
+
+
+# the demand facts of a served workload and how each grows (a deadline grows demand by shrinking)
+SERVING_AXES = {"concurrency": st.integers(1, 4096), "context_tokens": st.integers(1024, 131072),
+                "tokens_per_s": st.integers(1, 200_000), "qps": st.integers(1, 20_000)}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(model=st.sampled_from(MODELS), gpu=st.sampled_from(CARDS), shape=st.sampled_from(SHAPES),
+       latency=st.sampled_from(LATENCIES), axis=st.sampled_from(sorted(SERVING_AXES)), data=st.data())
+def test_more_serving_demand_never_buys_fewer_gpus(model, gpu, shape, latency, axis, data):
+    """Any served workload: raising one demand fact (concurrency, context, tokens/s or QPS) never lowers the
+    GPUs of the named build."""
+    base = {"task": "inference", "model": model, "gpu": gpu, "gpus_per_node": shape, "latency": latency,
+            "concurrency": data.draw(st.integers(1, 1024)), "context_tokens": data.draw(st.integers(1024, 65536))}
+    low, high = sorted((data.draw(SERVING_AXES[axis]), data.draw(SERVING_AXES[axis])))
+    less, more = {**base, axis: low}, {**base, axis: high}
+    assert named_plan(EXPERT.recommend(more), more)[0] >= named_plan(EXPERT.recommend(less), less)[0]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(task=st.sampled_from(TRAINING + ("batch-inference",)), model=st.sampled_from(MODELS),
+       gpu=st.sampled_from(CARDS), shape=st.sampled_from(SHAPES), tokens=st.integers(10**8, 10**13),
+       more=st.floats(1, 100), days=st.floats(0.5, 365), shorter=st.floats(1, 50))
+def test_more_tokens_or_a_shorter_deadline_never_buys_fewer_gpus(task, model, gpu, shape, tokens, more, days,
+                                                                  shorter):
+    """Any training or batch job: more tokens, or the same tokens by an earlier deadline, never lowers the GPUs
+    of the named build."""
+    fact = "corpus_tokens" if task == "batch-inference" else "training_tokens"
+    base = {"task": task, "model": model, "gpu": gpu, "gpus_per_node": shape}
+    start = {**base, fact: tokens, "deadline_days": days}
+    gpus = named_plan(EXPERT.recommend(start), start)[0]
+    bigger = {**start, fact: int(tokens * more)}
+    sooner = {**start, "deadline_days": max(0.001, days / shorter)}
+    assert named_plan(EXPERT.recommend(bigger), bigger)[0] >= gpus
+    assert named_plan(EXPERT.recommend(sooner), sooner)[0] >= gpus
