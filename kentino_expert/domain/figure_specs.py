@@ -9,7 +9,8 @@ from .deadlines import DEADLINE_AT_LEAST_ONE, DEADLINE_FIGURE_SPECS
 
 # Parameters of rules/parameters.yaml the sizing itself reads (`rules check` requires them). The
 # optional full_node_gpus only adds the full-node figures, so older rule sets still load for `rules diff`.
-SIZING_PARAMETERS = ("weights_fraction_max", "workload_fraction_max", "training_fraction_max", "min_multi_nodes")
+SIZING_PARAMETERS = ("weights_fraction_max", "workload_fraction_max", "training_fraction_max", "min_multi_nodes",
+                     "max_ib_cluster_nodes")
 
 SHARDINGS = ("none", "fsdp")  # training state kept whole on every GPU (DDP), or sharded (FSDP / ZeRO-3)
 
@@ -66,6 +67,12 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "unit_decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the same bound on a TP x PP unit over "
                                              "nodes (TP = gpus_per_node) holding every request"),
     "unit_decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4"),
+    "demand_unit_nodes_fp8": (NUMBER, "nodes", "nodes of each TP x PP unit when replicas of units carry the FP8 "
+                              "demand: the size from serving_nodes_fp8 (at least min_multi_nodes) up to "
+                              "max_ib_cluster_nodes that needs the fewest nodes for replicas_needed_fp8"),
+    "demand_unit_nodes_int4": (NUMBER, "nodes", "the same at INT4"),
+    "demand_units_fp8": (NUMBER, "units", "units of demand_unit_nodes_fp8 nodes that carry replicas_needed_fp8"),
+    "demand_units_int4": (NUMBER, "units", "the same at INT4"),
     "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate tokens/s of one node at FP8: generated tokens (decode); "
                               "for batch-inference, corpus tokens with generated_share at decode speed and the "
                               "rest at prefill speed"),
@@ -155,7 +162,8 @@ AT_LEAST_ONE = frozenset({
     "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
     "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "latency_nodes_fp8",
     "latency_nodes_int4", "training_nodes",
-    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus"}) | DEADLINE_AT_LEAST_ONE
+    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus", "demand_unit_nodes_fp8", "demand_unit_nodes_int4",
+    "demand_units_fp8", "demand_units_int4"}) | DEADLINE_AT_LEAST_ONE
 TP_MAX = 16  # an in-node TP divides gpus_per_node, at most 16 (domain/workload.py)
 RANGES = {"tp_fp8": (1.0, TP_MAX), "tp_int4": (1.0, TP_MAX)}
 

@@ -58,6 +58,7 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     if card:
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
+        steps.append(lambda values, facts: figures_serving.demand_units(values, params))
         if model is not None:
             steps.append(lambda values, facts: figures_serving.unit_ceilings(
                 values, facts, _serving_loads(facts, model, gpu, knowledge, params), gpus))

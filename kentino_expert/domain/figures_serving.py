@@ -103,15 +103,32 @@ def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: 
         values[f"gpu_memory_fraction_{precision}"] = memory / gpu.memory_gb
 
 
+def demand_units(values: dict, params: dict) -> None:
+    """Replicas of multi-node units that carry the demand: each unit at least the nodes that hold the model and
+    every request (serving_nodes, at least min_multi_nodes) and at most max_ib_cluster_nodes, one size for all,
+    the size that needs the fewest nodes in all (the smaller on a tie). Any size in that range holds the
+    memory, so a bigger memory unit only removes sizes to choose from: the count never drops as demand grows."""
+    for precision in SERVED:
+        if f"replicas_needed_{precision}" not in values or f"serving_nodes_{precision}" not in values:
+            continue
+        needed = values[f"replicas_needed_{precision}"]
+        smallest = max(int(params["min_multi_nodes"]), values[f"serving_nodes_{precision}"])
+        sizes = range(smallest, max(smallest, int(params["max_ib_cluster_nodes"])) + 1)
+        size = min(sizes, key=lambda nodes: (math.ceil(needed / nodes) * nodes, nodes))
+        values[f"demand_unit_nodes_{precision}"] = size
+        values[f"demand_units_{precision}"] = math.ceil(needed / size)
+
+
 def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int) -> None:
     """The decode bound per user on a TP x PP unit of `scale_out_nodes` nodes, at the requests each unit holds
-    when the demand is spread over as many units as it needs (ceil(replicas_needed / scale_out_nodes), as the
-    rules size replicas of units); one unit holds every request. The bound does not depend on PP (the stages'
-    KV adds up), so it is read with TP over one node's GPUs."""
+    when the demand is spread over as many units as it needs (demand_units, as the rules size replicas of
+    units); one unit holds every request. The bound does not depend on PP (the stages' KV adds up), so it is
+    read with TP over one node's GPUs."""
     unit_nodes = values.get("scale_out_nodes")
     if not unit_nodes or "concurrency" not in facts:
         return
     for precision, load in loads.items():
-        units = max(1, math.ceil(values.get(f"replicas_needed_{precision}", 1) / unit_nodes))
+        units = values.get(f"demand_units_{precision}") or max(
+            1, math.ceil(values.get(f"replicas_needed_{precision}", 1) / unit_nodes))
         values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(
             gpus, 1, math.ceil(facts["concurrency"] / units))

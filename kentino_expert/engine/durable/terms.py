@@ -369,16 +369,31 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
             problems.append(problem)
         elif network:
             problems += network_problems(rule)
-    uses: dict = {}
-    for rule in rules:
-        for name in {*rule.reads, *rule.writes}:
-            uses[name] = uses.get(name, 0) + 1
-    if len(uses) > MAX_PROPERTIES - 100 and rules:
-        # a limit of the whole set, blamed on the rule that brings the most names no other rule uses
-        culprit = max(rules, key=lambda rule: sum(uses[name] == 1 for name in {*rule.reads, *rule.writes}))
-        problems.append(ShapeProblem(culprit, f"the rule set uses {len(uses)} distinct names; one fact holds "
-                                     f"at most {MAX_PROPERTIES} properties with the facts and figures"))
+    names = {name for rule in rules for name in (*rule.reads, *rule.writes)}
+    if len(names) > MAX_PROPERTIES - 100 and rules:
+        problems.append(ShapeProblem(_most_names_of_its_own(rules), f"the rule set uses {len(names)} distinct "
+                                     f"names; one fact holds at most {MAX_PROPERTIES} properties with the facts "
+                                     "and figures"))
     return problems
+
+
+def _most_names_of_its_own(rules):
+    """Where a limit of the whole set is blamed: in the file that brings the most names no other file uses
+    (a file added to a set that was within the limit), its rule with the most of them."""
+    def file_of(rule):
+        source = getattr(rule, "source", None)
+        return getattr(getattr(source, "location", None), "file", "")
+
+    by_file: dict = {}
+    for rule in rules:
+        by_file.setdefault(file_of(rule), set()).update(rule.reads, rule.writes)
+    def own(file):
+        return by_file[file] - set().union(*(names for other, names in by_file.items() if other != file))
+
+    file = max(by_file, key=lambda each: len(own(each)))
+    mine = own(file)
+    return max((rule for rule in rules if file_of(rule) == file),
+               key=lambda rule: len(mine & {*rule.reads, *rule.writes}))
 
 
 def network_problems(rule) -> list[ShapeProblem]:
