@@ -20,6 +20,7 @@ from kentino_expert.errors import EngineError, KentinoError
 from kentino_expert.expert import Expert
 from kentino_expert.lang.parser import parse
 from kentino_expert.lang.semantics import MISSING, truth_of, value_of
+from test_engine import workloads as engine_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERT = Expert()
@@ -27,26 +28,7 @@ KNOWLEDGE, RULESET = EXPERT.knowledge, EXPERT.ruleset
 REFERENCE = ReferenceEngine(RULESET)
 COMPILED = CompiledEngine(RULESET)
 
-workloads = st.fixed_dictionaries(
-    {"task": st.sampled_from(["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"])},
-    optional={
-        "model": st.sampled_from(sorted(KNOWLEDGE.models)),
-        "params_b": st.floats(0.5, 3000),
-        "precision": st.sampled_from(["bf16", "fp8", "int4"]),
-        "gpu": st.sampled_from(sorted(KNOWLEDGE.gpus)),
-        "gpus_per_node": st.integers(1, 8),
-        "concurrency": st.integers(1, 512),
-        "context_tokens": st.integers(256, 131072),
-        "qps": st.floats(0.01, 500_000),
-        "tokens_per_s": st.floats(1, 2_000_000),
-        "latency": st.sampled_from(["interactive", "production", "offline"]),
-        "tenancy": st.sampled_from(["single", "multi"]),
-        "training_tokens": st.sampled_from(["1B", "300B", "2T", "15T", 5e9]),
-        "corpus_tokens": st.sampled_from(["50M", "2B", "50B"]),
-        "deadline_days": st.floats(0.5, 365),
-        "proposed_build": st.fixed_dictionaries({"nodes": st.integers(1, 4), "gpus_per_node": st.integers(1, 8)}),
-        "interconnect": st.sampled_from(sorted(KNOWLEDGE.links)),
-    })
+workloads = engine_workloads  # the fact space of the engine's differential tests (tests/test_engine.py)
 
 
 def _state(facts, ruleset=RULESET):
