@@ -380,20 +380,15 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
 def _most_names_of_its_own(rules):
     """Where a limit of the whole set is blamed: in the file that brings the most names no other file uses
     (a file added to a set that was within the limit), its rule with the most of them."""
-    def file_of(rule):
-        source = getattr(rule, "source", None)
-        return getattr(getattr(source, "location", None), "file", "")
-
+    file_of = lambda rule: getattr(getattr(getattr(rule, "source", None), "location", None), "file", "")  # noqa: E731
     by_file: dict = {}
     for rule in rules:
         by_file.setdefault(file_of(rule), set()).update(rule.reads, rule.writes)
-    def own(file):
-        return by_file[file] - set().union(*(names for other, names in by_file.items() if other != file))
-
-    file = max(by_file, key=lambda each: len(own(each)))
-    mine = own(file)
+    own = {file: names - set().union(*(other for key, other in by_file.items() if key != file))
+           for file, names in by_file.items()}
+    file = max(own, key=lambda each: len(own[each]))
     return max((rule for rule in rules if file_of(rule) == file),
-               key=lambda rule: len(mine & {*rule.reads, *rule.writes}))
+               key=lambda rule: len(own[file] & {*rule.reads, *rule.writes}))
 
 
 def network_problems(rule) -> list[ShapeProblem]:
