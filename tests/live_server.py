@@ -24,7 +24,11 @@ def start_server(tmp_path, seconds: float = 30, **env) -> tuple[subprocess.Popen
         [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
-    base = f"http://127.0.0.1:{port}"
+    return wait_ready(process, f"http://127.0.0.1:{port}", seconds)
+
+
+def wait_ready(process, base: str, seconds: float):
+    """(process, base URL) once /readyz answers 200; the server's stderr in the failure otherwise."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -19,6 +19,7 @@ pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 import hostile_rules as hostile  # noqa: E402
 from benchmarks.benchgen import generated_rules_dir  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
+from live_server import wait_ready  # noqa: E402
 
 if not hasattr(signal, "SIGHUP"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -39,18 +40,7 @@ def _serve(tmp_path, rules, workers=1, **env):
          "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path),
         env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
-    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise AssertionError("server did not become ready within 60 s")
+    return wait_ready(process, f"http://127.0.0.1:{port}", 60)
 
 
 def _stop(process):

@@ -19,6 +19,7 @@ pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 pytest.importorskip("fastapi", reason="the live test needs fastapi")
 
 from kentino_expert.paths import bundled  # noqa: E402
+from live_server import wait_ready  # noqa: E402
 
 if not hasattr(signal, "SIGKILL"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -50,23 +51,7 @@ def _start(tmp_path, **env):
         [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
-    return _when_ready(process, f"http://127.0.0.1:{port}", 30)
-
-
-def _when_ready(process, base: str, seconds: float):
-    """(process, base URL) once /readyz answers 200; the server's stderr in the failure otherwise."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise AssertionError(f"server did not become ready within {seconds:g} s")
+    return wait_ready(process, f"http://127.0.0.1:{port}", 30)
 
 
 def _stop(process):
@@ -182,7 +167,7 @@ def _serve_workers(tmp_path, workers: int, rules):
          "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
         env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         cwd=str(tmp_path))
-    return _when_ready(process, f"http://127.0.0.1:{port}", 60)
+    return wait_ready(process, f"http://127.0.0.1:{port}", 60)
 
 
 def _decider(answer: dict) -> str:
