@@ -242,6 +242,11 @@ class TestProperties:
         chosen = EXPERT.recommend(facts).recommendation
         build = {"gpu": chosen.gpu, "gpus_per_node": chosen.gpus_per_node}
         small, large = EXPERT.kinds.plan_of({**facts, **build}), EXPERT.kinds.plan_of({**bigger, **build})
-        harder = KINDS.index(large.kind) > KINDS.index(small.kind)
+        # the selection policy's order of kinds, lightest first, where replicas of multi-node units are their own
+        # class, heavier than one IB cluster (rules/selection.yaml)
+        order = EXPERT.ruleset.selection.kinds
+        def weight(plan):
+            return order.index("dp-replicas-of-units" if plan.kind == "dp-replicas" and plan.pp else plan.kind)
+        harder = weight(large) > weight(small)
         assert harder or (large.kind == small.kind and large.nodes >= small.nodes), \
             (facts, small.kind, small.nodes, large.kind, large.nodes)
