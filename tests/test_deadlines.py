@@ -147,12 +147,14 @@ class TestOutOfReach:
         assert answer.recommendation.nodes == deadlines.SEARCH_LIMIT_NODES
         assert "deadline-out-of-reach" in {warning.code for warning in answer.warnings}
 
-    def test_the_bound_is_whole_units(self):
-        """With 3-node units the bound is the largest multiple of 3 within it."""
-        values = {"days_on_one_node": 1e12, "training_nodes": 3}
-        deadlines.deadline_figures(values, {"deadline_days": 1}, K.gpu("rtx-pro-6000"), 8, HDR, K)
-        assert values["deadline_reachable"] is False
-        assert values["nodes_for_deadline"] == deadlines.SEARCH_LIMIT_NODES // 3 * 3
+    def test_the_bound_is_the_same_for_every_unit(self):
+        """Out of reach, 3-node and 7-node units name the bound itself: a card with more memory (smaller units)
+        never names more nodes than one with less (the floor to whole units did: 99,999 against 99,995)."""
+        for unit in (3, 7):
+            values = {"days_on_one_node": 1e12, "training_nodes": unit}
+            deadlines.deadline_figures(values, {"deadline_days": 1}, K.gpu("rtx-pro-6000"), 8, HDR, K)
+            assert values["deadline_reachable"] is False
+            assert values["nodes_for_deadline"] == deadlines.SEARCH_LIMIT_NODES
 
     def test_one_node_plan_is_its_days_on_one_node(self, expert):
         """A one-node plan takes exactly days_on_one_node."""

@@ -91,6 +91,7 @@ def test_missing_directory_and_bad_urls(tmp_path):
     with pytest.raises(DecisionLogError, match="unsupported"):
         open_log("mysql://root@127.0.0.1/x")
     pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3")
+    pytest.importorskip("psycopg_pool", reason="the PostgreSQL log needs psycopg_pool")
     with pytest.raises(DecisionLogError, match="cannot open") as info:
         open_log("postgresql://nobody:secret@127.0.0.1:1/none")
     assert "secret" not in str(info.value)
@@ -275,6 +276,7 @@ def test_postgres_url_password_is_masked_everywhere():
     """The password is masked in user:pass@ and in ?password= (also percent-encoded); libpq's two-line
     connection error is one line."""
     pytest.importorskip("psycopg", reason="the PostgreSQL log needs psycopg 3")
+    pytest.importorskip("psycopg_pool", reason="the PostgreSQL log needs psycopg_pool")
     for url in ("postgresql://127.0.0.1:1/db?password=hunter2", "postgresql://bob:hunter2@127.0.0.1:1/db",
                 "postgresql://127.0.0.1:1/db?sslmode=disable&p%61ssword=hunter2",
                 "postgresql://127.0.0.1:1/db?password=hunter2%zz"):

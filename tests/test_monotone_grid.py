@@ -10,6 +10,7 @@ lists under `alternatives`. A switch of card is a different build, not a smaller
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -133,11 +134,6 @@ def test_more_demand_never_buys_fewer_gpus(grid):
     assert not broken, f"{len(broken)} violations, e.g. {broken[:5]}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open (issue 11 item 5): about 135 workloads of the grid, all serving of models near or beyond one node "
-    "(405B, DeepSeek, Kimi K2, Llama 4 Maverick, Qwen3-235B) on 4- or 8-GPU nodes: the bigger card holds the "
-    "weights in one node and is sized as single-node DP replicas (H-FLOW-3, weights on every node, few requests "
-    "each), the smaller one as TP x PP units that keep the weights once per unit, so fewer nodes"))
 def test_a_bigger_card_never_needs_more_nodes(grid):
     """For the same workload and node shape, a card with more memory and no less bandwidth needs no more nodes."""
     pairs = dominant_pairs()
@@ -151,6 +147,24 @@ def test_a_bigger_card_never_needs_more_nodes(grid):
                 if other[1] > nodes:
                     broken.append(f"{facts}: {smaller} {kind} {nodes} nodes, {bigger} {other[2]} {other[1]}")
     assert not broken, f"{len(broken)} violations, e.g. {broken[:5]}"
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(model=st.sampled_from(MODELS), shape=st.sampled_from(SHAPES), latency=st.sampled_from(LATENCIES),
+       task=st.sampled_from(("inference", "batch-inference")), concurrency=st.integers(1, 4096),
+       context=st.integers(1024, 131072), tokens=st.none() | st.integers(1, 200_000))
+def test_a_bigger_card_never_needs_more_nodes_anywhere(model, shape, latency, task, concurrency, context, tokens):
+    """Any served workload: of every pair of cards where one has more memory and no less bandwidth, that card's
+    build needs no more nodes than the other's."""
+    base = {"task": task, "model": model, "gpus_per_node": shape, "latency": latency, "concurrency": concurrency,
+            "context_tokens": context, **({} if tokens is None else {"tokens_per_s": tokens})}
+    nodes = {}
+    for card in CARDS:
+        facts = {**base, "gpu": card}
+        nodes[card] = named_plan(EXPERT.recommend(facts), facts)[1]
+    broken = [(bigger, nodes[bigger], smaller, nodes[smaller]) for bigger, smaller in dominant_pairs()
+              if nodes[bigger] > nodes[smaller]]
+    assert not broken, f"{base}: {broken}"
 
 
 def test_no_plan_fills_a_gpu_past_the_limit(grid):
@@ -167,6 +181,24 @@ def test_a_drop_in_gpus_would_be_seen():
     assert answer.recommendation.gpu != "rtx-5090"
     gpus, nodes, kind = named_plan(answer, facts)
     assert kind == "frontier" and gpus == nodes * 8 > (answer.recommendation.nodes or 1) * 8
+
+
+def test_replicas_of_units_hold_only_their_share():
+    """Replicas of 2-4 node units each hold a share of the requests, on the fewest nodes of any unit size: every
+    request has a place, and no other size in Kentino's range needs fewer nodes in all."""
+    from kentino_expert.domain import pergpu
+    from kentino_expert.domain.figures_serving import demand_units, serving_load
+    knowledge, params = EXPERT.knowledge, PARAMS
+    load = serving_load(knowledge.model("llama-4-maverick"), knowledge.gpu("rtx-pro-6000"), "int4", 8192, knowledge,
+                        params)
+    values = {"replicas_needed_int4": 3, "serving_nodes_int4": pergpu.unit_nodes(load, 4, 2048)}
+    demand_units(values, {"concurrency": 2048}, params, {"int4": load}, 4)
+    size, units = values["demand_unit_nodes_int4"], values["demand_units_int4"]
+    assert units * pergpu.unit_capacity(load, 4, size) >= 2048 and units * size >= 3
+    assert values["serving_nodes_int4"] > params["max_ib_cluster_nodes"] >= size  # no one unit holds them all
+    for other in range(max(2, pergpu.smallest_unit(load, 4)), int(params["max_ib_cluster_nodes"]) + 1):
+        other_units = max(math.ceil(2048 / pergpu.unit_capacity(load, 4, other)), math.ceil(3 / other))
+        assert units * size <= other_units * other
 
 
 # the demand facts of a served workload and how each grows (a deadline grows demand by shrinking)

@@ -77,6 +77,20 @@ class TestServing:
         per_node = load.weights_gb / 8 + 64 * 70_272 * 32768 / 1e9
         assert pergpu.unit_nodes(load, 8, 64) == math.ceil(per_node / (0.9 * 96 - OVERHEAD)) == 3
 
+    def test_unit_capacity_is_the_budget_per_gpu(self):
+        """DeepSeek-V3 FP8 at 32k on 8 x 96 GB: a 3-node unit holds the requests whose latent fits beside a third
+        of the weights on each GPU, and one more request would not fit."""
+        load = load_of("deepseek-v3", context=32768)
+        held = pergpu.unit_capacity(load, 8, 3)
+        assert held >= 1
+        assert load.gpu_gb(8, 3, held) <= 0.9 * 96 < load.gpu_gb(8, 3, held + 1)
+
+    def test_smallest_unit_holds_one_request(self):
+        """405B FP8 at 128k tokens on 4 x L40: the smallest unit holds one request; a node fewer holds none."""
+        load = load_of("llama-3.1-405b", context=131072, gpu="l40")
+        nodes = pergpu.smallest_unit(load, 4)
+        assert pergpu.unit_capacity(load, 4, nodes) >= 1 and pergpu.unit_capacity(load, 4, nodes - 1) == 0
+
     def test_divisors(self):
         """A node of 8 GPUs allows TP 1, 2, 4, 8; of 6 GPUs 1, 2, 3, 6."""
         assert pergpu.divisors(8) == [1, 2, 4, 8] and pergpu.divisors(6) == [1, 2, 3, 6]

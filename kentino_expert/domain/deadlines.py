@@ -115,11 +115,11 @@ def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec |
     one = unit_days(values["days_on_one_node"], unit, gpus, model, intra, link)
     units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
     values["deadline_reachable"] = units is not None
-    if units is None:
-        # out of reach: the count is the search's bound, so a shorter deadline never names fewer nodes
-        units = max(1, SEARCH_LIMIT_NODES // unit)
-    values["nodes_for_deadline"] = units * unit
-    values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, units * unit, gpus, intra, link)
+    # out of reach: the count is the search's bound itself, on every card and unit size, so neither a shorter
+    # deadline nor a card with more memory (a smaller unit) ever names fewer nodes
+    nodes = units * unit if units is not None else SEARCH_LIMIT_NODES
+    values["nodes_for_deadline"] = nodes
+    values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, nodes, gpus, intra, link)
 
 
 def _whole(value) -> int | None:

@@ -67,11 +67,13 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "unit_decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the same bound on a TP x PP unit over "
                                              "nodes (TP = gpus_per_node) holding every request"),
     "unit_decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4"),
-    "demand_unit_nodes_fp8": (NUMBER, "nodes", "nodes of each TP x PP unit when replicas of units carry the FP8 "
-                              "demand: the size from serving_nodes_fp8 (at least min_multi_nodes) up to "
-                              "max_ib_cluster_nodes that needs the fewest nodes for replicas_needed_fp8"),
+    "demand_unit_nodes_fp8": (NUMBER, "nodes", "nodes of each TP x PP unit when replicas of units hold the "
+                              "requests and carry the FP8 demand: the size from the nodes that hold the weights "
+                              "and one request (at least min_multi_nodes) up to max_ib_cluster_nodes that needs "
+                              "the fewest nodes in all"),
     "demand_unit_nodes_int4": (NUMBER, "nodes", "the same at INT4"),
-    "demand_units_fp8": (NUMBER, "units", "units of demand_unit_nodes_fp8 nodes that carry replicas_needed_fp8"),
+    "demand_units_fp8": (NUMBER, "units", "units of demand_unit_nodes_fp8 nodes, each holding its share of the "
+                         "concurrent requests, that carry replicas_needed_fp8"),
     "demand_units_int4": (NUMBER, "units", "the same at INT4"),
     "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate tokens/s of one node at FP8: generated tokens (decode); "
                               "for batch-inference, corpus tokens with generated_share at decode speed and the "

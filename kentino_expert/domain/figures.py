@@ -58,10 +58,11 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     if card:
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
-        steps.append(lambda values, facts: figures_serving.demand_units(values, params))
+        loads = (lambda facts: _serving_loads(facts, model, gpu, knowledge, params)) if model is not None else \
+            (lambda facts: {})
+        steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
         if model is not None:
-            steps.append(lambda values, facts: figures_serving.unit_ceilings(
-                values, facts, _serving_loads(facts, model, gpu, knowledge, params), gpus))
+            steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))
     return steps
 
 

@@ -103,20 +103,33 @@ def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: 
         values[f"gpu_memory_fraction_{precision}"] = memory / gpu.memory_gb
 
 
-def demand_units(values: dict, params: dict) -> None:
-    """Replicas of multi-node units that carry the demand: each unit at least the nodes that hold the model and
-    every request (serving_nodes, at least min_multi_nodes) and at most max_ib_cluster_nodes, one size for all,
-    the size that needs the fewest nodes in all (the smaller on a tie). Any size in that range holds the
-    memory, so a bigger memory unit only removes sizes to choose from: the count never drops as demand grows."""
+def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int) -> None:
+    """Replicas of multi-node TP x PP units that hold the requests and carry the demand, one unit size for all,
+    each unit holding its share of the requests (H-MS-HYPERSCALE: many replicas, not one huge TP cluster).
+    Sizes run from the nodes that hold the weights and one request (at least min_multi_nodes) up to
+    max_ib_cluster_nodes (only that smallest size when it is more); the size that needs the fewest nodes in
+    all wins, the fewer units on a tie. More demand only raises each size's count and a longer context only
+    removes sizes, so the count never drops as demand grows; a card with more memory has every size of a
+    smaller card's range, each at no more units."""
+    cluster = int(params["max_ib_cluster_nodes"])
     for precision in SERVED:
         if f"replicas_needed_{precision}" not in values or f"serving_nodes_{precision}" not in values:
             continue
-        needed = values[f"replicas_needed_{precision}"]
-        smallest = max(int(params["min_multi_nodes"]), values[f"serving_nodes_{precision}"])
-        sizes = range(smallest, max(smallest, int(params["max_ib_cluster_nodes"])) + 1)
-        size = min(sizes, key=lambda nodes: (math.ceil(needed / nodes) * nodes, nodes))
+        needed, every = values[f"replicas_needed_{precision}"], values[f"serving_nodes_{precision}"]
+        load, requests = loads.get(precision), facts.get("concurrency")
+        if load is None or not requests:
+            one_request, holding = every, (lambda nodes: 1)  # without the requests: units that hold them all
+        else:
+            one_request = pergpu.smallest_unit(load, gpus)
+
+            def holding(nodes, load=load, requests=requests):
+                return math.ceil(requests / pergpu.unit_capacity(load, gpus, nodes))
+        smallest = max(int(params["min_multi_nodes"]), one_request)
+        sizes = range(smallest, max(smallest, cluster) + 1)
+        counts = {nodes: max(holding(nodes), math.ceil(needed / nodes)) for nodes in sizes}
+        size = min(sizes, key=lambda nodes: (counts[nodes] * nodes, counts[nodes]))
         values[f"demand_unit_nodes_{precision}"] = size
-        values[f"demand_units_{precision}"] = math.ceil(needed / size)
+        values[f"demand_units_{precision}"] = counts[size]
 
 
 def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int) -> None:

@@ -118,6 +118,20 @@ def unit_nodes(load: ServingLoad, gpus: int, requests: float) -> int:
     return max(1, math.ceil(per_node / budget))
 
 
+def unit_capacity(load: ServingLoad, gpus: int, nodes: int) -> int:
+    """Requests a TP = gpus x PP = nodes unit holds within the workload budget per GPU (0 when not even one)."""
+    room = load.workload_max * load.card_gb - load.overhead_gb - load.weights_gb / (gpus * nodes)
+    return max(0, math.floor(room / load.rank_gb_per_request(gpus, nodes))) if room > 0 else 0
+
+
+def smallest_unit(load: ServingLoad, gpus: int) -> int:
+    """Nodes of the smallest TP x PP unit that holds the weights and one request."""
+    nodes = unit_nodes(load, gpus, 1)
+    while unit_capacity(load, gpus, nodes) < 1:  # unit_nodes is the bound; the exact count may be a node more
+        nodes += 1
+    return nodes
+
+
 @dataclass(frozen=True)
 class TrainingLoad:
     """A training job's memory: what sharding divides, what each GPU's tokens hold, what ZeRO-3 gathers."""
