@@ -47,12 +47,16 @@ def side_by_side(functions: dict, runs: int) -> dict:
 
 
 def in_process(runs: int) -> dict:
-    """A traced recommendation on new facts (the baseline) beside a first chat turn on new facts (answer,
-    questions, why-not), both on the bundled rules as the service runs them."""
+    """A traced recommendation on new facts beside a first chat turn on new facts (answer, questions,
+    why-not), both on the bundled rules: the recommendation as the service answers it (the build search's
+    candidates on the compiled evaluator, durable-rules deciding and tracing the answer) and with every
+    candidate on durable-rules too (the baseline of the earlier runs)."""
     expert = Expert()
     return side_by_side({
         "traced recommendation, new facts": lambda i: answer_for(validate_facts(unique_final(i)), expert.knowledge,
                                                                  expert.ruleset, expert.engine),
+        "traced recommendation as the service answers, new facts": lambda i: expert.recommend_traced(
+            unique_final(i)),
         "first chat turn, new facts": lambda i: evaluate_decision(expert, unique_chat(i)),
     }, runs)
 
@@ -146,14 +150,17 @@ def verdicts(results: dict) -> list[dict]:
 
     turn = results.get("issue13_in_process")
     if turn:
-        base, chat = turn["traced recommendation, new facts"], turn["first chat turn, new facts"]
+        durable, chat = turn["traced recommendation, new facts"], turn["first chat turn, new facts"]
+        # judged against the faster of the two recommendations (the service's): the stricter ratio
+        base = turn.get("traced recommendation as the service answers, new facts", durable)
         ratio = chat["cpu_median_us"] / base["cpu_median_us"]
         add("first chat turn <= 2x one traced recommendation, in process (median CPU time, new facts)",
-            f"{chat['cpu_median_us']:,.0f} us vs {base['cpu_median_us']:,.0f} us: {ratio:.2f}x (wall "
-            f"{chat['median_us']:,.0f} vs {base['median_us']:,.0f} us: {chat['median_us'] / base['median_us']:.2f}x)",
-            ratio <= 2)
+            f"{chat['cpu_median_us']:,.0f} us vs {base['cpu_median_us']:,.0f} us as the service answers: "
+            f"{ratio:.2f}x (vs {durable['cpu_median_us']:,.0f} us with every candidate on durable-rules: "
+            f"{chat['cpu_median_us'] / durable['cpu_median_us']:.2f}x)", ratio <= 2)
         add("traced recommendation <= 350 us median (CPU time)",
-            f"{base['cpu_median_us']:,.0f} us (wall {base['median_us']:,.0f} us)", base["cpu_median_us"] <= 350)
+            f"{base['cpu_median_us']:,.0f} us as the service answers, {durable['cpu_median_us']:,.0f} us with every "
+            "candidate on durable-rules", base["cpu_median_us"] <= 350)
     http = results.get("http") or []
     chat1, final1 = _row(http, 1, 1, "chat-unique"), _row(http, 1, 1, "final-unique")
     if chat1 and final1:

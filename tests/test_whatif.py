@@ -2,6 +2,8 @@
 a batch of probes reaches the kinds durable-rules reaches for the same facts."""
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,19 +56,21 @@ def test_derive_state_is_the_state_derive_gives(facts):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first_turns)
 def test_a_shared_probe_state_is_the_probe_facts_own_state(facts):
-    """Every probe of a turn whose state is taken from the turn's derivation equals its own derivation."""
+    """Every probe of a turn whose state is taken from the turn's derivation (or from the base of a build the
+    search sizes: another card and node shape) equals its own derivation."""
     workload = _workload(facts)
     if workload is None:
         return
     known, oracle, shared = workload.known(), EXPERT.kinds, 0
+    builds = [{}, {"gpu": "l40", "gpus_per_node": 4}, {"gpu": "rtx-5090", "gpus_per_node": 8}]
     with oracle.around(workload):
         for fact in missing_facts(workload, RULESET):
-            for value in probe_values(EXPERT, fact):
-                probe = _workload({**known, fact: value})
+            for value, build in itertools.product(probe_values(EXPERT, fact), builds):
+                probe = _workload({**known, fact: value, **build})
                 state = oracle._shared_state(probe) if probe is not None else None
                 if state is not None:
                     shared += 1
-                    assert state == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), (fact, value)
+                    assert state == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), (fact, value, build)
     assert oracle._shared_state(workload) is None  # outside the block nothing is shared
 
 
@@ -81,7 +85,13 @@ def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
         assert tenancy == {**base.state, "tenancy": "multi"}
         concurrency = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
         assert concurrency["kv_cache_gb"] > base.state["kv_cache_gb"]
-        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4})) is None
+        # the node shape is a build: its own derivation, made once, is the base of that build's probes
+        shape = validate_facts({**workload.known(), "gpus_per_node": 4})
+        assert EXPERT.kinds._shared_state(shape) == derive_state(shape, KNOWLEDGE, POLICIES, PARAMS)
+        probe = validate_facts({**workload.known(), "gpus_per_node": 4, "concurrency": 900})
+        assert EXPERT.kinds._shared_state(probe) == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS)
+        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4,
+                                                          "concurrency": 900, "latency": "offline"})) is None
 
 
 def test_the_recorder_sees_lookups_writes_and_walks():

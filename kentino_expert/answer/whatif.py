@@ -41,24 +41,31 @@ class KindOracle:
         self._kinds = LruCache(cache_size)
         self._plans = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
-        self._inputs = plan_inputs(self.ruleset)
+        self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
         self._base = threading.local()
 
     @contextmanager
     def around(self, workload: Workload):
-        """Probes of this thread, inside the block, may share the derivation of `workload`'s facts."""
-        ruleset = self.ruleset
+        """Probes of this thread, inside the block, may share the derivation of `workload`'s facts (and of
+        each build the search sizes for them); a block inside one for the same facts shares its bases."""
+        previous = getattr(self._base, "value", None)
+        if previous is not None and previous.known == workload.known():
+            yield previous.derivation
+            return
         try:
-            base = derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
-            base = (workload.known(), base)
+            base = TurnBases(workload.known(), self._derive_recorded(workload), self._derive_recorded)
         except _FAILURES:  # facts the sizing cannot take: every probe derives its own state (and may fail)
             base = None
-        previous = getattr(self._base, "value", None)
         self._base.value = base
         try:
-            yield base[1] if base else None
+            yield base.derivation if base else None
         finally:
             self._base.value = previous
+
+    def _derive_recorded(self, facts):
+        workload = facts if isinstance(facts, Workload) else validate_facts(facts)
+        ruleset = self.ruleset
+        return derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search)."""
@@ -69,7 +76,7 @@ class KindOracle:
         state = self._state_of(workload)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
-        key = tuple(sorted((name, state[name]) for name in self._inputs if name in state))
+        key = tuple((name, state[name]) for name in self._inputs if name in state)
         return self._by_state.get_or_compute(key, lambda: self._evaluator.plan_of_state(state))
 
     def kind_of(self, mapping) -> str | None:
@@ -111,11 +118,45 @@ class KindOracle:
 
     def _shared_state(self, workload: Workload) -> dict | None:
         base = getattr(self._base, "value", None)
-        if base is None:
+        return None if base is None else base.state_of(workload.known())
+
+
+BUILD_FACTS = ("gpu", "gpus_per_node", "precision")  # what the build search sets on a candidate's facts
+MAX_BUILDS = 24  # bases kept per turn: the shipped cards x their shapes x precisions, with room
+
+
+class TurnBases:
+    """The derivations a turn's probes start from: the turn's facts, and (made on first use) the turn's facts
+    on each build the search sizes, so that a probe's candidate (one fact set, and a card, a shape or a
+    precision) recomputes only the figures that read the probe's fact."""
+
+    def __init__(self, known: dict, derivation, derive_recorded):
+        self.known, self.derivation = known, derivation
+        self._derive = derive_recorded
+        self._builds: dict = {(): (known, derivation)}
+
+    def state_of(self, known: dict) -> dict | None:
+        """The state of `known` from the base of its build when they differ in at most one plain fact, else
+        None (the caller derives anew)."""
+        build = tuple((name, known[name]) for name in BUILD_FACTS
+                      if name in known and known[name] != self.known.get(name))
+        entry = self._builds.get(build)
+        if entry is None:
+            if len(self._builds) >= MAX_BUILDS:
+                return None
+            entry = self._builds[build] = self._build_base({**self.known, **dict(build)})
+        base_known, derivation = entry
+        if derivation is None:
             return None
-        base_known, derivation = base
-        known = workload.known()
         changed = [name for name in known.keys() | base_known.keys() if known.get(name) != base_known.get(name)]
+        if not changed:
+            return dict(derivation.state)
         if len(changed) != 1 or changed[0] not in known:
             return None
         return probe_state(derivation, changed[0], known[changed[0]])
+
+    def _build_base(self, known: dict) -> tuple:
+        try:
+            return known, self._derive(known)
+        except _FAILURES:  # this build cannot size the turn's facts: its candidates derive their own state
+            return known, None

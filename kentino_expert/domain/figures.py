@@ -54,12 +54,11 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     if model is not None:
         steps.append(lambda values, facts: _model_figures(values, model))
         if card:  # the card figures give node_vram_gb, which the sizing divides by
-            steps.append(lambda values, facts: _node_figures(values, facts, model, gpu, gpus, knowledge, params))
+            steps += _node_steps(model, gpu, gpus, knowledge, params, _loads_of(model, gpu, knowledge, params))
     if card:
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
-        loads = (lambda facts: _serving_loads(facts, model, gpu, knowledge, params)) if model is not None else \
-            (lambda facts: {})
+        loads = _loads_of(model, gpu, knowledge, params) if model is not None else (lambda facts: {})
         steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
         if model is not None:
             steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))
@@ -72,17 +71,53 @@ def _model_figures(values, model):
     values["model_estimated"] = model.estimated
 
 
-def _node_figures(values, facts, model, gpu, gpus, knowledge, params):
-    """Weights, serving, training and full-node figures: one step, as the last two reuse the loads."""
-    _weights_figures(values, model, knowledge)
-    loads = _serving_figures(values, facts, model, gpu, gpus, knowledge, params)
-    training = _training_figures(values, facts, model, gpu, gpus, knowledge, params)
-    _full_node_figures(values, facts, gpu, gpus, loads, training, params)
+def _node_steps(model, gpu, gpus, knowledge, params, loads) -> list:
+    """Weights, serving (memory, throughput, replicas), training and full-node figures, each its own step so
+    that a probe of the latency or the demand does not size the memory again (the loads are rebuilt where a
+    step needs them, from `loads`: cheaper than a step that reads every fact)."""
+    def memory(values, facts):
+        if _serves(facts):
+            figures_serving.memory_figures(values, facts, model, gpu, gpus, knowledge, loads(facts))
+
+    def throughput(values, facts):
+        if _serves(facts) and "latency" in facts:
+            figures_serving.throughput_figures(values, facts, model, gpu, gpus, knowledge)
+
+    def replicas(values, facts):
+        if _serves(facts):
+            figures_serving.replica_figures(values, facts, loads(facts), gpu, gpus)
+
+    def full_node(values, facts):
+        training = _training_load(facts.get("task"), model, gpu, knowledge, params)
+        _full_node_figures(values, facts, gpu, gpus, loads(facts), training, params)
+
+    return [lambda values, facts: _weights_figures(values, model, knowledge), memory, throughput, replicas,
+            lambda values, facts: _training_figures(values, facts, model, gpu, gpus, knowledge, params), full_node]
+
+
+def _serves(facts) -> bool:
+    return facts.get("task") in INFERENCE_TASKS and "concurrency" in facts and "context_tokens" in facts
+
+
+def _loads_of(model, gpu, knowledge, params):
+    """`loads(facts)`: the serving loads by precision, kept for the context sizes seen (a derivation and the
+    probes that start from it ask for the same few); it reads the facts _serving_loads reads."""
+    kept: dict = {}
+
+    def loads(facts) -> dict:
+        key = (facts.get("task"), "concurrency" in facts, facts.get("context_tokens"))
+        found = kept.get(key)
+        if found is None:
+            if len(kept) >= 64:
+                kept.clear()
+            found = kept[key] = _serving_loads(facts, model, gpu, knowledge, params)
+        return found
+    return loads
 
 
 def _serving_loads(facts, model, gpu, knowledge, params) -> dict:
-    """The serving loads by precision of an inference workload ({} otherwise), as _serving_figures has them."""
-    if facts.get("task") not in INFERENCE_TASKS or "concurrency" not in facts or "context_tokens" not in facts:
+    """The serving loads by precision of an inference workload ({} otherwise)."""
+    if not _serves(facts):
         return {}
     return {p: figures_serving.serving_load(model, gpu, p, facts["context_tokens"], knowledge, params)
             for p in figures_serving.SERVED}
@@ -141,17 +176,6 @@ def _weights_figures(values, model, knowledge):
         values[f"weights_fraction_{precision}"] = weights / vram
 
 
-def _serving_figures(values, facts, model, gpu, gpus, knowledge, params) -> dict:
-    """The inference figures (figures_serving.py); returns the serving loads by precision ({} for training)."""
-    if facts.get("task") not in INFERENCE_TASKS or "concurrency" not in facts or "context_tokens" not in facts:
-        return {}
-    loads = figures_serving.memory_figures(values, facts, model, gpu, gpus, knowledge, params)
-    if "latency" in facts:
-        figures_serving.throughput_figures(values, facts, model, gpu, gpus, knowledge)
-    figures_serving.replica_figures(values, facts, loads, gpu, gpus)
-    return loads
-
-
 def _full_node_figures(values, facts, gpu, gpus, loads, training, params):
     """For a node with fewer GPUs than a full one: how much of one full node's GPUs the job would take."""
     full_gpus = params.get("full_node_gpus")
@@ -168,12 +192,20 @@ def _full_node_figures(values, facts, gpu, gpus, loads, training, params):
         values["full_node_training_fraction"] = per_gpu / gpu.memory_gb
 
 
-def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> pergpu.TrainingLoad | None:
-    task = facts.get("task")
+def _training_load(task, model, gpu, knowledge, params) -> pergpu.TrainingLoad | None:
+    """The training job's memory as the plan lays it out (None for inference)."""
     if task not in TRAINING_TASKS:
         return None
     limit = params["training_fraction_max"] * gpu.memory_gb
-    load = pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
+    return pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
+
+
+def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> None:
+    task = facts.get("task")
+    load = _training_load(task, model, gpu, knowledge, params)
+    if load is None:
+        return
+    limit = params["training_fraction_max"] * gpu.memory_gb
     sharding = pergpu.training_sharding(load, gpus, limit)
     values["training_state_gb"] = load.total_gb
     values["training_state_fraction"] = load.total_gb / values["node_vram_gb"]
@@ -201,7 +233,6 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> per
         values["training_compute_zflop"] = flops / 1e21
         values["training_gpu_months"] = months
         values["days_on_one_node"] = months * 30 / gpus
-    return load
 
 
 def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params):

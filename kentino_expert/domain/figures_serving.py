@@ -25,23 +25,21 @@ def serving_load(model: ModelSpec, gpu: GpuSpec, precision: str, context_tokens:
 
 
 def memory_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge,
-                   params: dict) -> dict:
-    """KV cache, the single-node workload per GPU, the TP x PP unit and the node's request capacity; returns
-    the loads by precision for the figures that follow."""
+                   loads: dict) -> None:
+    """KV cache, the single-node workload per GPU, the TP x PP unit and the node's request capacity, from the
+    serving loads by precision (serving_load at the facts' context)."""
     concurrency, context = facts["concurrency"], facts["context_tokens"]
     kv_bytes = knowledge.sizing["kv_cache_bytes"]
     values["kv_bytes_per_token"] = sizing.kv_cache_bytes_per_token(model, kv_bytes)
     values["kv_cache_gb"] = sizing.kv_cache_gb(model, concurrency, context, kv_bytes)
-    loads = {}
     for precision in SERVED:
-        load = loads[precision] = serving_load(model, gpu, precision, context, knowledge, params)
+        load = loads[precision]
         values[f"workload_fraction_{precision}"] = pergpu.single_node_gpu_gb(load, gpus, concurrency) / gpu.memory_gb
         values[f"serving_nodes_{precision}"] = pergpu.unit_nodes(load, gpus, concurrency)
         capacity = pergpu.node_capacity(load, gpus)
         values[f"requests_per_node_{precision}"] = capacity
         if capacity >= 1:  # DP replicas split the requests: each holds only its share of the KV cache
             values[f"replicas_for_concurrency_{precision}"] = math.ceil(concurrency / capacity)
-    return loads
 
 
 def throughput_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int,

@@ -125,6 +125,24 @@ def _run(group, values: dict, facts: dict) -> Step:
     return Step(None if everything else frozenset(seen_facts.read | seen_values.read), dict(seen_values.written))
 
 
+class _Writes(dict):
+    """The figures of a probe, recording what is written since `written` was last reset (reads stay at dict
+    speed: a probe needs what a step changed, not what it read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.written: dict = {}
+
+    def __setitem__(self, key, value):
+        self.written[key] = value
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        added = dict(*args, **kwargs)
+        self.written.update(added)
+        super().update(added)
+
+
 def probe_state(base: Derivation, fact: str, value) -> dict | None:
     """The state of the base's facts with `fact` set to `value` (as validated), recomputing only the figure
     groups that read a changed name; None when the probe changes what only a new derivation can redo (a fact
@@ -132,17 +150,23 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
     if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _plain_facts():
         return None
     facts = {**base.facts, fact: value}
-    changed, values = {fact}, {}
+    changed, values = {fact}, _Writes()
     for group, step in zip(base.groups, base.steps, strict=True):
         if step.reads is not None and not (step.reads & changed):
-            values.update(step.wrote)
+            dict.update(values, step.wrote)
             continue
-        again = _run(group, values, facts)
-        changed.update(name for name in again.wrote.keys() | step.wrote.keys()
-                       if again.wrote.get(name, _ABSENT) != step.wrote.get(name, _ABSENT))
-    figures = {name: base.state[name] if name not in changed and name in base.state else _checked(name, v)
-               for name, v in values.items()}
-    return {**facts, **figures}
+        values.written = wrote = {}
+        group(values, facts)
+        changed.update(name for name in wrote.keys() | step.wrote.keys()
+                       if wrote.get(name, _ABSENT) != step.wrote.get(name, _ABSENT))
+    state = dict(base.state)  # the base's facts and checked figures, with only what the probe changed redone
+    state[fact] = value
+    for name in changed - {fact}:
+        if name in values:
+            state[name] = _checked(name, values[name])
+        else:
+            state.pop(name, None)
+    return state
 
 
 _ABSENT = object()

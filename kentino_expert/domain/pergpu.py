@@ -10,7 +10,7 @@ each GPU's share of the activations and logits; unsharded (DDP) every GPU keeps 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import EngineError
 from . import architecture, sizing
@@ -48,11 +48,16 @@ class ServingLoad:
     workload_max: float  # weights + KV + overhead may take this share
     decode_gb: float = 0.0  # weights one decode step reads (sizing.decode_bytes_gb)
     bandwidth_gbs: float = 0.0  # the card's memory bandwidth
+    # (tp, pp) -> rank_gb_per_request: the layouts are asked for again and again, and a load never changes
+    _per_rank: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def rank_gb_per_request(self, tp: int, pp: int = 1) -> float:
         """KV GB one rank keeps for one request."""
-        per_token = kv_rank_bytes_per_token(self.model, self.kv_bytes, tp, pp)
-        return per_token * sizing.held_tokens(self.model, self.context_tokens) / 1e9
+        found = self._per_rank.get((tp, pp))
+        if found is None:
+            per_token = kv_rank_bytes_per_token(self.model, self.kv_bytes, tp, pp)
+            found = self._per_rank[(tp, pp)] = per_token * sizing.held_tokens(self.model, self.context_tokens) / 1e9
+        return found
 
     def gpu_parts(self, tp: int, pp: int, requests: float) -> dict:
         """gpu_gb's parts: {"weights", "kv_cache", "overhead"} in GB."""

@@ -102,8 +102,9 @@ def evaluate_decision(expert, facts, logger: logging.Logger | None = None) -> Ev
 
 def _evaluate(expert, facts) -> Evaluation:
     workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-    answer, firings, final = expert.recommend_traced(workload)
-    questions = rank_questions(expert, workload, answer.recommendation.kind)
+    with expert.kinds.around(workload):  # the answer's candidate builds become the bases of the probes' ones
+        answer, firings, final = expert.recommend_traced(workload)
+        questions = rank_questions(expert, workload, answer.recommendation.kind)
     not_chosen = why_not_from(expert, firings, final)
     logged = answer.model_dump(mode="json")
     body = {"status": logged["status"], "questions": [q.model_dump(mode="json") for q in questions],
