@@ -20,14 +20,31 @@ from .state import flatten_facts
 from .workload import Workload
 
 
-class Recorder(dict):
+class Writes(dict):
+    """A dict that records what is written to it (item and update writes) in `written`; reads stay at dict
+    speed. A probe's figures are one: a probe needs what a step changed, not what it read."""
+
+    def __init__(self, data: Mapping = ()):
+        super().__init__(data)
+        self.written: dict = {}
+
+    def __setitem__(self, key, value):
+        self.written[key] = value
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        added = dict(*args, **kwargs)
+        self.written.update(added)
+        super().update(added)
+
+
+class Recorder(Writes):
     """A mapping that records the names looked up (get, [], in) and written; a walk over every name (iteration,
     a copy, len) records that everything was read."""
 
     def __init__(self, data: Mapping):
         super().__init__(data)
         self.read: set = set()
-        self.written: dict = {}
         self.everything = False
 
     def get(self, key, default=None):
@@ -41,15 +58,6 @@ class Recorder(dict):
     def __contains__(self, key):
         self.read.add(key)
         return super().__contains__(key)
-
-    def __setitem__(self, key, value):
-        self.written[key] = value
-        super().__setitem__(key, value)
-
-    def update(self, *args, **kwargs):
-        added = dict(*args, **kwargs)
-        self.written.update(added)
-        super().update(added)
 
     def _all(self, method, *args):
         self.everything = True
@@ -125,24 +133,6 @@ def _run(group, values: dict, facts: dict) -> Step:
     return Step(None if everything else frozenset(seen_facts.read | seen_values.read), dict(seen_values.written))
 
 
-class _Writes(dict):
-    """The figures of a probe, recording what is written since `written` was last reset (reads stay at dict
-    speed: a probe needs what a step changed, not what it read)."""
-
-    def __init__(self):
-        super().__init__()
-        self.written: dict = {}
-
-    def __setitem__(self, key, value):
-        self.written[key] = value
-        super().__setitem__(key, value)
-
-    def update(self, *args, **kwargs):
-        added = dict(*args, **kwargs)
-        self.written.update(added)
-        super().update(added)
-
-
 def probe_state(base: Derivation, fact: str, value) -> dict | None:
     """The state of the base's facts with `fact` set to `value` (as validated), recomputing only the figure
     groups that read a changed name; None when the probe changes what only a new derivation can redo (a fact
@@ -150,7 +140,7 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
     if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _plain_facts():
         return None
     facts = {**base.facts, fact: value}
-    changed, values = {fact}, _Writes()
+    changed, values = {fact}, Writes()
     for group, step in zip(base.groups, base.steps, strict=True):
         if step.reads is not None and not (step.reads & changed):
             dict.update(values, step.wrote)
