@@ -16,14 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kentino_expert.expert import Expert
+from test_pergpu_grid import CARDS, EXPERT, MODELS, PARAMS, TRAINING
+from test_pergpu_grid import NODE_SIZES as SHAPES
 
-EXPERT = Expert(backend="reference")
-PARAMS = EXPERT.ruleset.parameter_values
-MODELS = list(EXPERT.knowledge.models)
-CARDS = list(EXPERT.knowledge.gpus)
-SHAPES = (4, 8)
-TRAINING = ("lora", "qlora", "full-finetune", "pretraining")
 LATENCIES = ("interactive", "production", "offline")
 
 # each chain: (base facts, the fact that grows, its values from less demand to more)

@@ -48,17 +48,18 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     the scaling, the deadline and the decode bound of a multi-node unit."""
     gpus = facts.get("gpus_per_node")
     card = gpu is not None and bool(gpus)
+    # one keeper of the serving loads for every step of this derivation (and of the probes run from it)
+    loads = _loads_of(model, gpu, knowledge, params) if model is not None and card else (lambda facts: {})
     steps = []
     if card:
         steps.append(lambda values, facts: _card_figures(values, gpu, gpus))
     if model is not None:
         steps.append(lambda values, facts: _model_figures(values, model))
         if card:  # the card figures give node_vram_gb, which the sizing divides by
-            steps += _node_steps(model, gpu, gpus, knowledge, params, _loads_of(model, gpu, knowledge, params))
+            steps += _node_steps(model, gpu, gpus, knowledge, params, loads)
     if card:
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
-        loads = _loads_of(model, gpu, knowledge, params) if model is not None else (lambda facts: {})
         steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
         if model is not None:
             steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))

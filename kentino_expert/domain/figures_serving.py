@@ -113,18 +113,12 @@ def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int
     for precision in SERVED:
         if f"replicas_needed_{precision}" not in values or f"serving_nodes_{precision}" not in values:
             continue
-        needed, every = values[f"replicas_needed_{precision}"], values[f"serving_nodes_{precision}"]
-        load, requests = loads.get(precision), facts.get("concurrency")
-        if load is None or not requests:
-            one_request, holding = every, (lambda nodes: 1)  # without the requests: units that hold them all
-        else:
-            one_request = pergpu.smallest_unit(load, gpus)
-
-            def holding(nodes, load=load, requests=requests):
-                return math.ceil(requests / pergpu.unit_capacity(load, gpus, nodes))
-        smallest = max(int(params["min_multi_nodes"]), one_request)
+        # serving_nodes exists only where the memory figures ran: the loads and the requests are known
+        needed, load, requests = values[f"replicas_needed_{precision}"], loads[precision], facts["concurrency"]
+        smallest = max(int(params["min_multi_nodes"]), pergpu.smallest_unit(load, gpus))
         sizes = range(smallest, max(smallest, cluster) + 1)
-        counts = {nodes: max(holding(nodes), math.ceil(needed / nodes)) for nodes in sizes}
+        counts = {nodes: max(math.ceil(requests / pergpu.unit_capacity(load, gpus, nodes)), math.ceil(needed / nodes))
+                  for nodes in sizes}
         size = min(sizes, key=lambda nodes: (counts[nodes] * nodes, counts[nodes]))
         values[f"demand_unit_nodes_{precision}"] = size
         values[f"demand_units_{precision}"] = counts[size]
