@@ -2,18 +2,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import httpx
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from ports import free_port
 
 
 def start_server(tmp_path, seconds: float = 30, **env) -> tuple[subprocess.Popen, str]:

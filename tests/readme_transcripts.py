@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 # Every document whose transcripts are replayed: the README and each guide in docs/.
@@ -351,13 +353,6 @@ def write_back(mismatches: list) -> int:
             lines[first:first + shown] = mismatch.printed.split("\n") if mismatch.printed else []
         path.write_text("\n".join(lines), encoding="utf-8")
     return len(mismatches)
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)

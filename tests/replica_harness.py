@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from ports import free_port
 from replica_load import PUBLIC_HOST
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,12 +38,6 @@ def haproxy_binary() -> str | None:
     if found:
         return found
     return "/usr/sbin/haproxy" if os.access("/usr/sbin/haproxy", os.X_OK) else None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(condition, seconds: float, what: str, interval: float = 0.05):

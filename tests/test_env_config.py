@@ -12,7 +12,8 @@ import pytest
 
 from kentino_expert.cli.service import mcp, serve
 from kentino_expert.expert import Expert
-from replica_harness import BATCH_70B, ROOT, free_port, rules_with_cliff, wait_until
+from ports import free_port
+from replica_harness import BATCH_70B, ROOT, rules_with_cliff, wait_until
 
 COMMANDS = {"serve": serve, "mcp": mcp}
 OPTIONS = [(name, param) for name, command in COMMANDS.items() for param in command.params

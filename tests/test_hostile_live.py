@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import hostile_rules as hostile  # noqa: E402
 from benchmarks.benchgen import generated_rules_dir  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
 from live_server import wait_ready  # noqa: E402
+from ports import free_port  # noqa: E402
 
 if not hasattr(signal, "SIGHUP"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -31,9 +31,7 @@ ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def _serve(tmp_path, rules, workers=1, **env):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     import os
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),

@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from kentino_expert.service.app import create_app  # noqa: E402
-from replica_harness import ROOT, free_port, wait_until  # noqa: E402
+from ports import free_port  # noqa: E402
+from replica_harness import ROOT, wait_until  # noqa: E402
 
 FACTS = {"task": "inference", "model": "llama-3.1-70b"}
 ADMIN, READER = "metrics-admin-token", "metrics-read-token"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from ports import free_port
 from readme_transcripts import (
     DOCUMENTS,
     IN_SESSIONS,
@@ -12,7 +13,6 @@ from readme_transcripts import (
     ShellSession,
     commands_of,
     fenced_blocks,
-    free_port,
     missing_tool,
     normalised,
     relative,

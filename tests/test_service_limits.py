@@ -22,15 +22,10 @@ from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
+from ports import free_port  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
 ATTACK_SECONDS = 30  # the hard limit on any one attack; the server's own timeouts here are 1 s
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _rss_mb(pid: int) -> float:
@@ -52,7 +47,7 @@ def _children(pid: int) -> list[int]:
 @contextmanager
 def serving(tmp_path, *options, env=None, workers: int = 1):
     """`kentino-expert serve` on a free port with 1 s read timeouts; yields (process, port)."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--db", str(tmp_path / "limits.db"),
          "--workers", str(workers), "--header-timeout", "1", "--body-timeout", "1", "--log-level", "warning",
@@ -227,7 +222,7 @@ def test_a_slow_decision_does_not_hold_the_event_loop(tmp_path):
     """While one decision is stuck, /healthz and /readyz answer and another connection is served."""
     expert = Expert()
     expert.answer_cache = cache = _BlockingCache()
-    port = _free_port()
+    port = free_port()
     app = create_app(expert_factory=lambda: expert, log=open_log(tmp_path / "slow.db"))
     server = uvicorn.Server(server_config(app, HttpLimits(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -260,7 +255,7 @@ def test_a_slow_decision_does_not_hold_the_event_loop(tmp_path):
     (["--allowed-host", "http://api.example.com"], "not a host name")])
 def test_serve_refuses_a_missing_or_bad_host_allowlist(tmp_path, options, message):
     """A non-loopback bind needs --allowed-host; a URL is not a host name: one line, exit 2, nothing served."""
-    result = subprocess.run([sys.executable, "-m", "kentino_expert", "serve", "--port", str(_free_port()),
+    result = subprocess.run([sys.executable, "-m", "kentino_expert", "serve", "--port", str(free_port()),
                              "--db", str(tmp_path / "x.db"), *options], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.db").exists()

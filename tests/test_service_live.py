@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +19,7 @@ pytest.importorskip("fastapi", reason="the live test needs fastapi")
 
 from kentino_expert.paths import bundled  # noqa: E402
 from live_server import wait_ready  # noqa: E402
+from ports import free_port  # noqa: E402
 
 if not hasattr(signal, "SIGKILL"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -38,14 +38,8 @@ WORKLOADS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start(tmp_path, **env):
-    port = _free_port()
+    port = free_port()
     environment = {**os.environ, "KENTINO_DB": str(tmp_path / "live.db"), **env}
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
@@ -161,7 +155,7 @@ ADMIN_TOKEN = "live-admin-token"
 
 def _serve_workers(tmp_path, workers: int, rules):
     """`kentino-expert serve --workers N` on a free port, with an admin token; returns (process, base URL)."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
          "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
