@@ -133,23 +133,22 @@ def _checked(name: str, value):
     """The figure rounded to 6 digits, within its declared range (`figure_range`): `rules check` proves
     the rules' arithmetic finite over those ranges, so a figure outside one is refused here."""
     kind = type(value)
-    if kind is bool or kind is str:
-        return value
-    if kind is int and name not in RANGES and (1 if name in AT_LEAST_ONE else 0) <= value <= FIGURE_MAX:
-        return value  # the common case, fast
     if kind is float:
         rounded = _ROUNDED.get(value)
-        if rounded is None:
-            rounded = _rounded(value)
-        value = rounded
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        low, high = figure_range(name)
-        if not low <= value <= high:
-            raise EngineError(f"figure {name} came out as {value:g}, outside its declared range {low:g}..{high:g} "
-                              "(kentino_expert/domain/figure_specs.py): check knowledge/ and the facts")
+        value = _rounded(value) if rounded is None else rounded
+    elif kind is not int and (kind is bool or not isinstance(value, (int, float))):
+        return value  # a flag or a name
+    bounds = _BOUNDS.get(name)
+    if bounds is None:  # one entry per figure name: a bounded table
+        bounds = _BOUNDS[name] = figure_range(name)
+    if not bounds[0] <= value <= bounds[1]:
+        raise EngineError(f"figure {name} came out as {value:g}, outside its declared range "
+                          f"{bounds[0]:g}..{bounds[1]:g} (kentino_expert/domain/figure_specs.py): check knowledge/ "
+                          "and the facts")
     return value
 
 
+_BOUNDS: dict = {}  # figure name -> figure_range(name): checked ~60 times per derivation
 _ROUNDED: dict = {}  # float -> its 6-digit rounding: what-if probes size mostly the same numbers again
 
 
