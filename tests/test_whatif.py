@@ -3,11 +3,16 @@ a batch of probes reaches the kinds durable-rules reaches for the same facts."""
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kentino_expert.answer.pipeline import answer_for
+from kentino_expert.answer.plans import EngineEvaluator
 from kentino_expert.answer.questions import missing_facts, probe_values
+from kentino_expert.answer.whatif import KindOracle
+from kentino_expert.domain import derive as derive_module
 from kentino_expert.domain.derive import derive, derive_state
 from kentino_expert.domain.incremental import Recorder, derive_recorded
 from kentino_expert.domain.workload import validate_facts
@@ -67,11 +72,36 @@ def test_a_shared_probe_state_is_the_probe_facts_own_state(facts):
         for fact in missing_facts(workload, RULESET):
             for value, build in itertools.product(probe_values(EXPERT, fact), builds):
                 probe = _workload({**known, fact: value, **build})
-                state = oracle._shared_state(probe) if probe is not None else None
-                if state is not None:
+                found = oracle._shared_state(probe) if probe is not None else None
+                if found is not None:
                     shared += 1
-                    assert state == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), (fact, value, build)
+                    state, whole = found
+                    own = derive_state(probe, KNOWLEDGE, POLICIES, PARAMS)
+                    assert state == own, (fact, value, build)
+                    if whole:  # a base's own state is in the derivation's order (an answer reuses it)
+                        assert list(state) == list(own), (fact, value, build)
     assert oracle._shared_state(workload) is None  # outside the block nothing is shared
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first_turns)
+def test_an_answer_on_the_search_state_is_the_answer_sized_anew(facts):
+    """The traced answer that takes the chosen candidate's figures from the build search's state (alone and
+    inside a turn) is, to the order of its figures, the answer whose search keeps no state and sizes them anew;
+    the search's state is taken, not sized again."""
+    workload = _workload(facts)
+    if workload is None:
+        return
+    anew = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, EngineEvaluator(KNOWLEDGE, RULESET, EXPERT.engine))
+    oracle = KindOracle(KNOWLEDGE, RULESET, 64)  # empty caches: the candidates are sized here
+    sizing = mock.patch.object(derive_module, "compute_figures", wraps=derive_module.compute_figures)
+    with sizing as sized_again:
+        alone = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle)
+    assert sized_again.call_count == 0
+    oracle = KindOracle(KNOWLEDGE, RULESET, 64)
+    with oracle.around(workload):
+        in_turn = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle)
+    assert alone.model_dump_json() == anew.model_dump_json() == in_turn.model_dump_json()
 
 
 def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
@@ -81,15 +111,15 @@ def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
     with EXPERT.kinds.around(workload) as base:
         assert all("tenancy" not in step.reads for step in base.steps)
         assert any("concurrency" in step.reads for step in base.steps)
-        tenancy = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
-        assert tenancy == {**base.state, "tenancy": "multi"}
-        concurrency = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
+        tenancy, whole = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
+        assert tenancy == {**base.state, "tenancy": "multi"} and not whole
+        concurrency, _ = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
         assert concurrency["kv_cache_gb"] > base.state["kv_cache_gb"]
         # the node shape is a build: its own derivation, made once, is the base of that build's probes
         shape = validate_facts({**workload.known(), "gpus_per_node": 4})
-        assert EXPERT.kinds._shared_state(shape) == derive_state(shape, KNOWLEDGE, POLICIES, PARAMS)
+        assert EXPERT.kinds._shared_state(shape) == (derive_state(shape, KNOWLEDGE, POLICIES, PARAMS), True)
         probe = validate_facts({**workload.known(), "gpus_per_node": 4, "concurrency": 900})
-        assert EXPERT.kinds._shared_state(probe) == derive_state(probe, KNOWLEDGE, POLICIES, PARAMS)
+        assert EXPERT.kinds._shared_state(probe) == (derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), False)
         assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4,
                                                           "concurrency": 900, "latency": "offline"})) is None
 

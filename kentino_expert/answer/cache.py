@@ -52,6 +52,14 @@ class LruCache:
                 self._entries.popitem(last=False)
         return value
 
+    def peek(self, key):
+        """The value cached under `key`, or None (no computing, no change of the order)."""
+        try:
+            with self._lock:
+                return self._entries.get(key) if key is not None else None
+        except TypeError:  # an unhashable value inside the key
+            return None
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -126,15 +126,18 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     of `evaluator` (default: the rule set on `backend`, uncached); the chosen candidate's facts then run
     once with the whole rule set and its trace. Without one, the rules answer the facts as given.
     """
-    assumed, alternatives, search_state = [], [], {}
+    assumed, alternatives, search_state, sized = [], [], {}, None
     if ruleset.selection is not None:
-        found = search(workload, knowledge, ruleset, evaluator or EngineEvaluator(knowledge, ruleset, backend))
+        evaluator = evaluator or EngineEvaluator(knowledge, ruleset, backend)
+        found = search(workload, knowledge, ruleset, evaluator)
         assumed = [AssumptionOut(fact=fact, value=value, why=why) for fact, value, why in found.assumed]
         alternatives, search_state = found.alternatives, found.search_state
         chosen = validate_facts(found.facts)
+        start_state = getattr(evaluator, "start_state", None)  # the chosen candidate is sized already
+        sized = start_state(found.facts) if start_state is not None else None
     else:
         chosen = workload
-    derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values)
+    derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values, sized)
     firings, final = run_rules(ruleset, {**derived.state(), **search_state}, backend)
     params = ruleset.parameter_values
     recommendation = _recommendation(final, derived.facts, firings)

@@ -41,6 +41,7 @@ class KindOracle:
         self._kinds = LruCache(cache_size)
         self._plans = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
+        self._starts = LruCache(START_STATES)
         self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
         self._base = threading.local()
 
@@ -71,9 +72,16 @@ class KindOracle:
         """The plan the rules reach for exactly these facts (no search)."""
         return self._plans.get_or_compute(facts_key(mapping), lambda: self._plan_uncached(mapping))
 
+    def start_state(self, mapping) -> dict | None:
+        """The state the rules started from for exactly these facts, as `derive_state` makes it, when a plan
+        of them was evaluated lately (the answer's chosen candidate: its figures are not sized again)."""
+        return self._starts.peek(facts_key(mapping))
+
     def _plan_uncached(self, mapping) -> Plan:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
-        state = self._state_of(workload)
+        state, whole = self._state_of(workload)
+        if whole:  # a probe's state is not kept: its figures are in another order than a derivation's
+            self._starts.get_or_compute(facts_key(mapping), lambda: state)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
         key = tuple((name, state[name]) for name in self._inputs if name in state)
@@ -107,22 +115,24 @@ class KindOracle:
     def close(self) -> None:
         self.engine.close()
 
-    def _state_of(self, workload: Workload) -> dict:
-        """The rules' starting state for `workload`: from this thread's probe base when its facts differ
-        from the base's in one fact (only the figures that read it are computed again), else derived anew."""
-        state = self._shared_state(workload)
-        if state is None:
-            ruleset = self.ruleset
-            state = derive_state(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
-        return state
+    def _state_of(self, workload: Workload) -> tuple[dict, bool]:
+        """(the rules' starting state for `workload`, whether it is a whole derivation): from this thread's
+        probe base when its facts differ from the base's in one fact (only the figures that read it are
+        computed again), else derived anew."""
+        shared = self._shared_state(workload)
+        if shared is not None:
+            return shared
+        ruleset = self.ruleset
+        return derive_state(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values), True
 
-    def _shared_state(self, workload: Workload) -> dict | None:
+    def _shared_state(self, workload: Workload) -> tuple[dict, bool] | None:
         base = getattr(self._base, "value", None)
         return None if base is None else base.state_of(workload.known())
 
 
 BUILD_FACTS = ("gpu", "gpus_per_node", "precision")  # what the build search sets on a candidate's facts
 MAX_BUILDS = 24  # bases kept per turn: the shipped cards x their shapes x precisions, with room
+START_STATES = 64  # candidates' start states kept for the answer that picks one of them (a few per answer)
 
 
 class TurnBases:
@@ -135,9 +145,9 @@ class TurnBases:
         self._derive = derive_recorded
         self._builds: dict = {(): (known, derivation)}
 
-    def state_of(self, known: dict) -> dict | None:
-        """The state of `known` from the base of its build when they differ in at most one plain fact, else
-        None (the caller derives anew)."""
+    def state_of(self, known: dict) -> tuple[dict, bool] | None:
+        """(the state of `known`, whether it is the base's own) from the base of its build when they differ
+        in at most one plain fact, else None (the caller derives anew)."""
         build = tuple((name, known[name]) for name in BUILD_FACTS
                       if name in known and known[name] != self.known.get(name))
         entry = self._builds.get(build)
@@ -150,10 +160,11 @@ class TurnBases:
             return None
         changed = [name for name in known.keys() | base_known.keys() if known.get(name) != base_known.get(name)]
         if not changed:
-            return dict(derivation.state)
+            return dict(derivation.state), True
         if len(changed) != 1 or changed[0] not in known:
             return None
-        return probe_state(derivation, changed[0], known[changed[0]])
+        probed = probe_state(derivation, changed[0], known[changed[0]])
+        return None if probed is None else (probed, False)
 
     def _build_base(self, known: dict) -> tuple:
         try:

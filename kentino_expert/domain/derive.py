@@ -8,7 +8,7 @@ from ..errors import CatalogError
 from ..lang.semantics import truth_of
 from . import sizing
 from .catalog import Knowledge, ModelSpec
-from .figures import compute_figures, figure_values
+from .figures import FIGURE_SPECS, Figure, compute_figures, figure_values
 from .state import flatten_facts
 from .vocabulary import INFERENCE_TASKS, TRAINING_TASKS
 from .workload import Workload
@@ -81,12 +81,17 @@ def resolve_catalog(facts: dict, knowledge: Knowledge):
     return model, gpu, link, assumed
 
 
-def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Derived:
+def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
+           sized: Mapping | None = None) -> Derived:
     """Facts -> defaults (the fact `policies` of rules/facts.yaml) -> catalog -> figures (sized with the
-    `parameters` of rules/parameters.yaml, name -> value); raises InputError/CatalogError on bad ids."""
+    `parameters` of rules/parameters.yaml, name -> value); raises InputError/CatalogError on bad ids.
+    `sized`: `derive_state` of the same facts, made earlier (the build search's state of the chosen
+    candidate), whose figures are taken instead of sizing them again."""
     facts, assumed = apply_defaults(flatten_facts(workload.known()), policies)
     model, gpu, link, catalog_assumed = resolve_catalog(facts, knowledge)
-    figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
+    figures = _figures_of(sized, facts)
+    if figures is None:
+        figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
     notes = _sizing_assumptions(facts, knowledge)
     return Derived(facts, figures, tuple(assumed + catalog_assumed + notes), model)
 
@@ -98,6 +103,18 @@ def derive_state(workload: Workload, knowledge: Knowledge, policies: Mapping, pa
     model, gpu, link, _ = resolve_catalog(facts, knowledge)
     facts.update(figure_values(facts, model, gpu, link, knowledge, parameters))
     return facts
+
+
+def _figures_of(sized: Mapping | None, facts: dict) -> dict | None:
+    """The figures of a state `derive_state` made for these facts (its names after the facts', in the order
+    the sizing wrote them), or None when there is none or it was made for other facts."""
+    if sized is None or any(sized.get(name, _ABSENT) != value for name, value in facts.items()):
+        return None
+    return {name: Figure(name, value, FIGURE_SPECS[name][1], FIGURE_SPECS[name][2])
+            for name, value in sized.items() if name not in facts}
+
+
+_ABSENT = object()
 
 
 def _sizing_assumptions(facts, knowledge) -> list[Assumption]:

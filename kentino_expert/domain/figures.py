@@ -12,7 +12,6 @@ from .figure_specs import (
     FIGURE_MAX,
     FIGURE_SPECS,
     PLAN_FIGURE_SPECS,
-    RANGES,
     SIZING_PARAMETERS,
     Figure,
     figure_range,
