@@ -22,6 +22,16 @@ def start_server(tmp_path, seconds: float = 30, **env) -> tuple[subprocess.Popen
     return wait_ready(process, f"http://127.0.0.1:{port}", seconds)
 
 
+def start_serve(tmp_path, *options, seconds: float = 60, env=None) -> tuple[subprocess.Popen, int]:
+    """(process, port) of `kentino-expert serve --port <free port> *options` once /readyz answers 200."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--log-level", "warning", *options],
+        env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    wait_ready(process, f"http://127.0.0.1:{port}", seconds)
+    return process, port
+
+
 def wait_ready(process, base: str, seconds: float):
     """(process, base URL) once /readyz answers 200; the server's stderr in the failure otherwise."""
     deadline = time.monotonic() + seconds

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,8 +17,7 @@ pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 import hostile_rules as hostile  # noqa: E402
 from benchmarks.benchgen import generated_rules_dir  # noqa: E402
 from kentino_expert.paths import bundled  # noqa: E402
-from live_server import wait_ready  # noqa: E402
-from ports import free_port  # noqa: E402
+from live_server import start_serve, stop_server  # noqa: E402
 
 if not hasattr(signal, "SIGHUP"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -31,25 +29,9 @@ ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def _serve(tmp_path, rules, workers=1, **env):
-    port = free_port()
-    import os
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
-         "--rules", str(rules), "--db", str(tmp_path / "live.db"), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path),
-        env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
-    return wait_ready(process, f"http://127.0.0.1:{port}", 60)
-
-
-def _stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait(timeout=10)
-    process.stderr.close()
+    process, port = start_serve(tmp_path, "--workers", str(workers), "--rules", str(rules), "--db",
+                                str(tmp_path / "live.db"), env={"KENTINO_ADMIN_TOKEN": ADMIN_TOKEN, **env})
+    return process, f"http://127.0.0.1:{port}"
 
 
 def _swap_in(served, new_set_dir):
@@ -86,7 +68,7 @@ def test_http_reload_of_each_attack_is_refused_in_bounded_time(tmp_path):
             assert ready["digest"] == digest and refusal in ready["last_reload_error"]
             _still_serving(base, digest)
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers(tmp_path):
@@ -118,7 +100,7 @@ def test_a_set_slower_than_the_sandbox_limit_is_stopped_while_the_server_answers
         assert "E207" in httpx.get(f"{base}/readyz").json()["last_reload_error"]
         _still_serving(base, digest)
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT workers are Linux-only")
@@ -143,7 +125,7 @@ def test_sighup_with_two_workers_refuses_each_attack_in_both(tmp_path):
             for _ in range(4):
                 _still_serving(base, digest)
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 def _both_workers(base, predicate) -> dict:

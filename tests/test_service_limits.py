@@ -22,6 +22,7 @@ from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.expert import Expert  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
 from kentino_expert.service.http_limits import HttpLimits, server_config  # noqa: E402
+from live_server import start_serve, stop_server  # noqa: E402
 from ports import free_port  # noqa: E402
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
@@ -47,35 +48,12 @@ def _children(pid: int) -> list[int]:
 @contextmanager
 def serving(tmp_path, *options, env=None, workers: int = 1):
     """`kentino-expert serve` on a free port with 1 s read timeouts; yields (process, port)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--db", str(tmp_path / "limits.db"),
-         "--workers", str(workers), "--header-timeout", "1", "--body-timeout", "1", "--log-level", "warning",
-         *options], env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        cwd=str(tmp_path))
+    process, port = start_serve(tmp_path, "--db", str(tmp_path / "limits.db"), "--workers", str(workers),
+                                "--header-timeout", "1", "--body-timeout", "1", *options, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"serve exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("serve did not become ready within 60 s")
-            time.sleep(0.1)
         yield process, port
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        process.stderr.close()
+        stop_server(process)
 
 
 def _connect(port: int) -> socket.socket:

@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -18,8 +17,7 @@ pytest.importorskip("uvicorn", reason="the live test needs uvicorn")
 pytest.importorskip("fastapi", reason="the live test needs fastapi")
 
 from kentino_expert.paths import bundled  # noqa: E402
-from live_server import wait_ready  # noqa: E402
-from ports import free_port  # noqa: E402
+from live_server import start_serve, start_server, stop_server  # noqa: E402
 
 if not hasattr(signal, "SIGKILL"):  # pragma: no cover
     pytest.skip("needs POSIX signals", allow_module_level=True)
@@ -38,32 +36,9 @@ WORKLOADS = [
 ]
 
 
-def _start(tmp_path, **env):
-    port = free_port()
-    environment = {**os.environ, "KENTINO_DB": str(tmp_path / "live.db"), **env}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "kentino_expert.service.app:app_from_env", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(tmp_path))
-    return wait_ready(process, f"http://127.0.0.1:{port}", 30)
-
-
-def _stop(process):
-    """SIGTERM first (a supervisor then stops its workers), SIGKILL if it does not exit."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait(timeout=10)
-    if process.stderr:
-        process.stderr.close()
-
-
 def test_sigkill_under_load_loses_no_acknowledged_decision(tmp_path):
     """Every decision_id the server acknowledged before a SIGKILL is in the SQLite log, whole; no partial rows."""
-    process, base = _start(tmp_path)
+    process, base = start_server(tmp_path)
     acked, errors, lock = [], [], threading.Lock()
     stop_at = time.monotonic() + MAX_LOAD_SECONDS
 
@@ -94,7 +69,7 @@ def test_sigkill_under_load_loses_no_acknowledged_decision(tmp_path):
         for thread in threads:
             thread.join(timeout=15)
     finally:
-        _stop(process)
+        stop_server(process)
     assert not errors, errors[:3]
     assert len(acked) >= 10, f"only {len(acked)} decisions were acknowledged before the kill"
     with sqlite3.connect(tmp_path / "live.db") as db:
@@ -115,7 +90,7 @@ def test_sighup_reload_refuses_broken_rules(tmp_path):
     """SIGHUP reloads the rules; a broken copy is refused and the old rules keep answering."""
     rules = tmp_path / "rules"
     shutil.copytree(bundled("rules"), rules)
-    process, base = _start(tmp_path, KENTINO_RULES=str(rules))
+    process, base = start_server(tmp_path, KENTINO_RULES=str(rules))
     facts = {"task": "inference", "model": "llama-3.1-70b"}
 
     def ready():
@@ -147,7 +122,7 @@ def test_sighup_reload_refuses_broken_rules(tmp_path):
         after = httpx.post(f"{base}/v1/recommend", json=facts, timeout=10).json()
         assert after["ruleset"]["digest"] == reloaded["digest"]
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 ADMIN_TOKEN = "live-admin-token"
@@ -155,13 +130,9 @@ ADMIN_TOKEN = "live-admin-token"
 
 def _serve_workers(tmp_path, workers: int, rules):
     """`kentino-expert serve --workers N` on a free port, with an admin token; returns (process, base URL)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kentino_expert", "serve", "--port", str(port), "--workers", str(workers),
-         "--rules", str(rules), "--db", str(tmp_path / "reload.db"), "--log-level", "warning"],
-        env={**os.environ, "KENTINO_ADMIN_TOKEN": ADMIN_TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        cwd=str(tmp_path))
-    return wait_ready(process, f"http://127.0.0.1:{port}", 60)
+    process, port = start_serve(tmp_path, "--workers", str(workers), "--rules", str(rules), "--db",
+                                str(tmp_path / "reload.db"), env={"KENTINO_ADMIN_TOKEN": ADMIN_TOKEN})
+    return process, f"http://127.0.0.1:{port}"
 
 
 def _decider(answer: dict) -> str:
@@ -237,7 +208,7 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
             logged = dict(db.execute("SELECT decision_id, digest FROM decisions").fetchall())
         assert all(logged[a["decision_id"]] == a["ruleset"]["digest"] for a in answers)
     finally:
-        _stop(process)
+        stop_server(process)
 
 
 def _worker_pids(base: str, connections: int = 16) -> set:
@@ -282,6 +253,6 @@ def test_workers_share_connections_reload_on_sighup_and_stop_together(tmp_path):
             time.sleep(0.1)
         assert len(digests) == 2 and digest not in digests.values(), digests
     finally:
-        _stop(process)
+        stop_server(process)
     time.sleep(0.5)
     assert not [pid for pid in pids if _alive(pid)]
