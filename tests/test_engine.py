@@ -83,6 +83,28 @@ class TestDifferential:
         assert _run(CHUNKED, state)[0] == _run(REFERENCE, state)[0]
 
 
+class TestGroupFacts:
+    """A firing re-asserts only the facts of the groups that read what it added."""
+
+    def test_a_group_that_reads_nothing_added_keeps_its_fact(self, monkeypatch):
+        """Across a run, each group's fact is asserted once at the start and once per firing that added a name
+        it reads, never for the others; the run still fires what the reference evaluator fires."""
+        from kentino_expert.engine.durable import engine as durable
+        state = _state({"task": "inference", "model": "llama-3.1-70b", "concurrency": 64, "gpu": "l40"})
+        asserted, real = [], durable._dre.assert_fact
+        monkeypatch.setattr(durable._dre, "assert_fact",
+                            lambda handle, fact: asserted.append(fact) or real(handle, fact))
+        ids, _ = _run(CHUNKED, state)
+        firings, _ = run_rules(RULESET, state, REFERENCE)
+        assert ids == [f.rule.id for f in firings]
+        chunks = CHUNKED._chunks
+        expected = sum(1 + len(chunk.groups) for chunk in chunks)  # the boot fact and each group's first
+        for firing in firings:
+            expected += sum(not reads.isdisjoint(firing.added) for chunk in chunks for reads in chunk.group_reads)
+        assert len(asserted) == expected
+        assert expected < sum(1 + len(c.groups) for c in chunks) * (len(firings) + 1)  # some were left alone
+
+
 class TestEncoding:
     """Values reach the C core in forms it reads correctly."""
 

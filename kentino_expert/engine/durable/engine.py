@@ -93,17 +93,21 @@ class _Chunk:
     def __init__(self, groups):
         self.groups = [f"g{index}" for index in range(len(groups))]
         definition = {BOOT: {"pri": 0, "all": [{"m": {"t": BOOT}}]}}
+        # only what a group's conditions read is sent in its fact: the C core parses less per assert, and a
+        # firing that adds nothing a group reads leaves that group's fact (and its matches) as they are
+        self.group_reads = []
         for group, rules in zip(self.groups, groups, strict=True):
-            for rule in rules:
-                definition[rule.id] = rule_pattern(rule, group)
-        # only what a condition reads is sent to the engine: the C core parses less per assert
-        self.reads = pattern_names([term["m"] for p in definition.values() for term in p["all"]]) - set(ENGINE_NAMES)
+            patterns = {rule.id: rule_pattern(rule, group) for rule in rules}
+            definition.update(patterns)
+            self.group_reads.append(frozenset(
+                pattern_names([term["m"] for p in patterns.values() for term in p["all"]]) - set(ENGINE_NAMES)))
         self.name = f"kentino{next(self._names)}"
         try:
             self.handle = _dre.create_ruleset(self.name, encode(definition))
         except _dre.error as exc:
             raise EngineError(f"durable-rules refused the rule set: {exc}") from None
         self.facts: dict = {}
+        self.bodies: dict = {}  # group -> its fact's encoded members (the names it reads) in this session
         self.state_handle = None
         self.pending = False
 
@@ -146,7 +150,6 @@ class DurableEngine:
         except BaseException:
             self.close()
             raise
-        self._reads = frozenset().union(*(chunk.reads for chunk in self._chunks))
         self._sessions = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -163,15 +166,14 @@ class DurableEngine:
         with self._lock:
             sid = str(next(self._sessions))
             try:
-                body = [encode_members(state.items(), self._reads)]
-                self._open(sid, body)
-                return self._chain(sid, state, body, apply, max_steps)
+                self._open(sid, state)
+                return self._chain(sid, state, apply, max_steps)
             except _dre.error as exc:
                 raise EngineError(f"durable-rules failed while evaluating: {exc}") from None
             finally:
                 self._close_session(sid)
 
-    def _open(self, sid: str, body: list) -> None:
+    def _open(self, sid: str, state: dict) -> None:
         for chunk in self._chunks:
             result = _dre.assert_fact(chunk.handle, encode({"t": BOOT, "sid": sid}))
             chunk.state_handle = result[1]
@@ -181,22 +183,34 @@ class DurableEngine:
             chunk.pending = True
             self._complete(chunk)  # nothing else is asserted yet, so nothing starts
             chunk.facts = {}
-            self._assert_state(chunk, sid, body, 0)
+            chunk.bodies = {group: encode_members(state.items(), reads)
+                            for group, reads in zip(chunk.groups, chunk.group_reads, strict=True)}
+            for group in chunk.groups:
+                self._assert_group(chunk, group, sid, 0)
 
-    def _assert_state(self, chunk: _Chunk, sid: str, body_holder: list, step: int) -> None:
-        # Encoding dominated a step: the state is encoded once, and a firing appends only what it adds
-        # (state properties are write-once, so appending never duplicates a key).
-        body = body_holder[0]
-        for group in chunk.groups:
-            old = chunk.facts.get(group)
-            if old is not None:
-                _dre.retract_fact(chunk.handle, old)
-            # group names (g0, g1, ...) and session ids (digits) need no JSON escaping
-            tail = f'"t":"{group}","id":"{group}:{step}","sid":"{sid}"'
-            chunk.facts[group] = "{" + (body + "," if body else "") + tail + "}"
-            code = _dre.assert_fact(chunk.handle, chunk.facts[group])[0]
-            if code == 2:
-                raise EngineError("durable-rules saw the same state fact twice")
+    def _assert_added(self, chunk: _Chunk, sid: str, added: dict, step: int) -> None:
+        """Re-assert the fact of each group that reads a name the firing added. Encoding dominated a step: a
+        group's members are encoded once, and a firing appends only what it adds (state properties are
+        write-once, so appending never duplicates a key). A group that reads none of them keeps its fact: what
+        it matches cannot have changed (a rule's guard reads what it writes, so the fired rule's group is
+        always asserted again)."""
+        for group, reads in zip(chunk.groups, chunk.group_reads, strict=True):
+            if reads.isdisjoint(added):
+                continue
+            new, body = encode_members(added.items(), reads), chunk.bodies[group]
+            chunk.bodies[group] = f"{body},{new}" if body and new else (body or new)
+            _dre.retract_fact(chunk.handle, chunk.facts[group])
+            self._assert_group(chunk, group, sid, step)
+
+    @staticmethod
+    def _assert_group(chunk: _Chunk, group: str, sid: str, step: int) -> None:
+        body = chunk.bodies[group]
+        # group names (g0, g1, ...) and session ids (digits) need no JSON escaping
+        tail = f'"t":"{group}","id":"{group}:{step}","sid":"{sid}"'
+        chunk.facts[group] = "{" + (body + "," if body else "") + tail + "}"
+        code = _dre.assert_fact(chunk.handle, chunk.facts[group])[0]
+        if code == 2:
+            raise EngineError("durable-rules saw the same state fact twice")
 
     def _complete(self, chunk: _Chunk):
         """Finish the chunk's started action; durable starts the next one, whose rule is returned."""
@@ -221,7 +235,7 @@ class DurableEngine:
                 return chunk, rule_id
         return None, None
 
-    def _chain(self, sid, state, body, apply, max_steps):
+    def _chain(self, sid, state, apply, max_steps):
         fired = []
         for step in range(1, max_steps + 1):
             chunk, rule_id = self._next_firing()
@@ -233,12 +247,10 @@ class DurableEngine:
             if state.keys() & added.keys():
                 raise EngineError(f"rule '{rule_id}' re-wrote {sorted(state.keys() & added.keys())}: "
                                   "properties are write-once")
-            new = encode_members(added.items(), self._reads)
-            body[0] = f"{body[0]},{new}" if body[0] and new else (body[0] or new)
             state = {**state, **added}
             fired.append(rule_id)
             for each in self._chunks:
-                self._assert_state(each, sid, body, step)
+                self._assert_added(each, sid, added, step)
         raise EngineError(f"no quiescence after {max_steps} firings")
 
     def _close_session(self, sid: str) -> None:
@@ -249,4 +261,4 @@ class DurableEngine:
                 guard += 1
             if chunk.state_handle is not None:
                 _dre.delete_state(chunk.handle, sid)
-            chunk.state_handle, chunk.facts = None, {}
+            chunk.state_handle, chunk.facts, chunk.bodies = None, {}, {}
