@@ -131,9 +131,17 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
     the first error is the answer's)."""
     pending, judged, first_error = list(candidates), [], None
     best = None
+    bounds: dict = {}  # a candidate's bound depends on it and the policy only: worked out once
+
+    def bound(candidate: Candidate) -> tuple:
+        found = bounds.get(candidate)
+        if found is None:
+            found = bounds[candidate] = _bound(candidate, policy)
+        return found
+
     while pending:
-        pending.sort(key=lambda candidate: _bound(candidate, policy))
-        if not every and best is not None and _rank(best, policy, True) < _bound(pending[0], policy):
+        pending.sort(key=bound)
+        if not every and best is not None and _rank(best, policy, True) < bound(pending[0]):
             break
         candidate = pending.pop(0)
         try:
@@ -157,20 +165,33 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
     return judged
 
 
+def pick(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> Judged:
+    """The recommendation's candidate alone: only the candidates that could still outrank the best buildable plan
+    found are sized (what-if probes need the kind, not the alternatives, the assumptions or the named build)."""
+    return _ranked(workload, knowledge, ruleset, evaluator, every=False)[0]
+
+
 def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator,
            alternatives: bool = True) -> SearchResult:
     """Size every candidate, pick the recommendation by the policy, and (with `alternatives`) list the others."""
     policy, params = ruleset.selection, ruleset.parameter_values
     known = workload.known()
-    judged = _size(candidates_of(known, knowledge), known, evaluator, policy, params, workload.task, alternatives)
-    any_buildable = any(item.works for item in judged)
-    ranked = sorted(judged, key=lambda item: _rank(item, policy, any_buildable))
+    ranked = _ranked(workload, knowledge, ruleset, evaluator, every=alternatives)
     chosen = ranked[0]
     facts = chosen.candidate.facts(known)
     result = SearchResult(chosen, facts, _assumed(chosen, known, ruleset), _switch_state(ranked, chosen, params))
     if alternatives:
         result.alternatives.extend(_alternatives(ranked, chosen, known, evaluator, policy, params))
     return result
+
+
+def _ranked(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator, every: bool) -> list[Judged]:
+    """The sized candidates (every one, or as `_size` stops without `every`), best first by the policy."""
+    policy, known = ruleset.selection, workload.known()
+    judged = _size(candidates_of(known, knowledge), known, evaluator, policy, ruleset.parameter_values,
+                   workload.task, every)
+    any_buildable = any(item.works for item in judged)
+    return sorted(judged, key=lambda item: _rank(item, policy, any_buildable))
 
 
 def _assumed(chosen: Judged, known: dict, ruleset: RuleSet) -> list[tuple]:

@@ -15,7 +15,7 @@ from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, facts_key
 from .plans import EngineEvaluator, Plan, plan_inputs
-from .search import search
+from .search import pick
 
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
 
@@ -109,7 +109,7 @@ class KindOracle:
     def _uncached(self, mapping) -> str | None:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
-            return search(workload, self.knowledge, self.ruleset, self, alternatives=False).chosen.plan.kind
+            return pick(workload, self.knowledge, self.ruleset, self).plan.kind
         return self.plan_of(workload.known()).kind
 
     def close(self) -> None:
