@@ -133,8 +133,7 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
         assumed = [AssumptionOut(fact=fact, value=value, why=why) for fact, value, why in found.assumed]
         alternatives, search_state = found.alternatives, found.search_state
         chosen = validate_facts(found.facts)
-        start_state = getattr(evaluator, "start_state", None)  # the chosen candidate is sized already
-        sized = start_state(found.facts) if start_state is not None else None
+        sized = evaluator.start_state(found.facts)  # the chosen candidate is sized already
     else:
         chosen = workload
     derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values, sized)

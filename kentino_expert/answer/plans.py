@@ -52,6 +52,10 @@ class PlanEvaluator(Protocol):
     def plan_of(self, facts: Mapping) -> Plan:
         """The plan the rules reach for `facts` (raises KentinoError on facts that do not validate)."""
 
+    def start_state(self, facts: Mapping) -> dict | None:
+        """The state a plan of exactly these facts started from, as `derive_state` makes it, when it is still
+        known (the traced answer then does not size the chosen candidate again), else None."""
+
 
 TIME_FIGURE = "time_to_result_days"  # the plan figure every alternative carries (TIME_FIGURE_SPECS)
 UNIT_REPLICAS = "dp-replicas-of-units"  # a kind class of selection.yaml's `kinds`, beside the kinds
@@ -96,6 +100,9 @@ class EngineEvaluator:
 
     def plan_of(self, facts: Mapping) -> Plan:
         return self.plan_of_state(self.state_of(facts))
+
+    def start_state(self, facts: Mapping) -> None:
+        return None  # uncached: nothing is kept
 
     def state_of(self, facts: Mapping) -> dict:
         """The state the rules start from for `facts` (validated and derived)."""

@@ -171,18 +171,16 @@ def pick(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluat
     return _ranked(workload, knowledge, ruleset, evaluator, every=False)[0]
 
 
-def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator,
-           alternatives: bool = True) -> SearchResult:
-    """Size every candidate, pick the recommendation by the policy, and (with `alternatives`) list the others."""
+def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> SearchResult:
+    """Size every candidate, pick the recommendation by the policy and list the others (`pick` for the pick
+    alone)."""
     policy, params = ruleset.selection, ruleset.parameter_values
     known = workload.known()
-    ranked = _ranked(workload, knowledge, ruleset, evaluator, every=alternatives)
+    ranked = _ranked(workload, knowledge, ruleset, evaluator, every=True)
     chosen = ranked[0]
     facts = chosen.candidate.facts(known)
-    result = SearchResult(chosen, facts, _assumed(chosen, known, ruleset), _switch_state(ranked, chosen, params))
-    if alternatives:
-        result.alternatives.extend(_alternatives(ranked, chosen, known, evaluator, policy, params))
-    return result
+    return SearchResult(chosen, facts, _assumed(chosen, known, ruleset), _switch_state(ranked, chosen, params),
+                        _alternatives(ranked, chosen, known, evaluator, policy, params))
 
 
 def _ranked(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator, every: bool) -> list[Judged]:

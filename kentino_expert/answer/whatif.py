@@ -70,22 +70,23 @@ class KindOracle:
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search)."""
-        return self._plans.get_or_compute(facts_key(mapping), lambda: self._plan_uncached(mapping))
+        key = facts_key(mapping)
+        return self._plans.get_or_compute(key, lambda: self._plan_uncached(mapping, key))
 
     def start_state(self, mapping) -> dict | None:
         """The state the rules started from for exactly these facts, as `derive_state` makes it, when a plan
         of them was evaluated lately (the answer's chosen candidate: its figures are not sized again)."""
         return self._starts.peek(facts_key(mapping))
 
-    def _plan_uncached(self, mapping) -> Plan:
+    def _plan_uncached(self, mapping, key: str | None) -> Plan:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
         state, whole = self._state_of(workload)
         if whole:  # a probe's state is not kept: its figures are in another order than a derivation's
-            self._starts.get_or_compute(facts_key(mapping), lambda: state)
+            self._starts.get_or_compute(key, lambda: state)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
-        key = tuple((name, state[name]) for name in self._inputs if name in state)
-        return self._by_state.get_or_compute(key, lambda: self._evaluator.plan_of_state(state))
+        seen = tuple((name, state[name]) for name in self._inputs if name in state)
+        return self._by_state.get_or_compute(seen, lambda: self._evaluator.plan_of_state(state))
 
     def kind_of(self, mapping) -> str | None:
         """The kind of the recommendation for these facts: the build search's pick when the rule set has a
