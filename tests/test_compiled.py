@@ -58,23 +58,26 @@ class TestDifferential:
     @settings(max_examples=500, deadline=None)
     @given(workloads)
     def test_own_effects_equal_the_traced_run(self, facts):
-        """evaluate() (precompiled effects, no trace) ends where the traced run ends, with the same rules."""
+        """evaluate() (precompiled effects, no trace) ends where the traced run ends, with the same rules, and
+        names as the decider the first rule whose firing added the kind."""
         state = _state(facts)
         if state is None:
             return
-        ids, final, _, _ = _ids(REFERENCE, state)
+        ids, final, added, _ = _ids(REFERENCE, state)
         outcome = COMPILED.evaluate(state)
         assert [rule.id for rule in outcome.fired] == ids
         assert outcome.final == final
         assert outcome.kind == final.get("recommended_kind")
+        decider = next((rule for rule, adds in zip(ids, added, strict=True) if "recommended_kind" in adds), None)
+        assert (outcome.decider.id if outcome.decider else None) == decider
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(workloads, min_size=1, max_size=6))
     def test_a_batch_equals_one_evaluation_each(self, batch):
         """evaluate_many gives, per state, what evaluate gives (repeated states included)."""
         states = [s for s in (_state(f) for f in batch + batch[:2]) if s is not None]
-        assert [(o.fired, o.final) for o in COMPILED.evaluate_many(states)] == \
-            [(o.fired, o.final) for o in map(COMPILED.evaluate, states)]
+        assert [(o.fired, o.final, o.decider) for o in COMPILED.evaluate_many(states)] == \
+            [(o.fired, o.final, o.decider) for o in map(COMPILED.evaluate, states)]
 
     @settings(max_examples=100, deadline=None)
     @given(st.lists(workloads, min_size=1, max_size=8))

@@ -108,7 +108,8 @@ def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
     """The sizing never reads the tenancy: its probe reuses every figure; a concurrency probe recomputes the
     memory figures; a probe of the node shape derives anew."""
     workload = validate_facts({"task": "inference", "model": "llama-3.1-70b"})
-    with EXPERT.kinds.around(workload) as base:
+    with EXPERT.kinds.around(workload) as bases:
+        base = bases.derivation
         assert all("tenancy" not in step.reads for step in base.steps)
         assert any("concurrency" in step.reads for step in base.steps)
         tenancy, whole = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))

@@ -7,14 +7,14 @@ from contextlib import contextmanager
 
 from ..domain.catalog import Knowledge
 from ..domain.derive import derive_state
-from ..domain.incremental import derive_recorded, probe_state
+from ..domain.incremental import default_reads, derive_recorded, probe_state
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.workload import Workload, validate_facts
 from ..engine.compiled import CompiledEngine
 from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, facts_key
-from .plans import EngineEvaluator, Plan, plan_inputs
+from .plans import Plan, plan_from, plan_inputs
 from .search import pick
 
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
@@ -37,36 +37,34 @@ class KindOracle:
         # same parameters, defaults and policy
         self.ruleset = deciding_subset(ruleset, {RECOMMENDED_KIND, *policy_reads})
         self.engine = CompiledEngine(self.ruleset)
-        self._evaluator = EngineEvaluator(knowledge, self.ruleset, self.engine)
         self._kinds = LruCache(cache_size)
         self._plans = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
         self._starts = LruCache(START_STATES)
         self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
+        self._defaults_read = default_reads(self.ruleset.fact_policies)
         self._base = threading.local()
 
     @contextmanager
     def around(self, workload: Workload):
         """Probes of this thread, inside the block, may share the derivation of `workload`'s facts (and of
-        each build the search sizes for them); a block inside one for the same facts shares its bases."""
+        each build the search sizes for them, each made on first use); a block inside one for the same facts
+        shares its bases. Yields the turn's TurnBases."""
         previous = getattr(self._base, "value", None)
         if previous is not None and previous.known == workload.known():
-            yield previous.derivation
+            yield previous
             return
+        self._base.value = base = TurnBases(workload.known(), self._derive_recorded)
         try:
-            base = TurnBases(workload.known(), self._derive_recorded(workload), self._derive_recorded)
-        except _FAILURES:  # facts the sizing cannot take: every probe derives its own state (and may fail)
-            base = None
-        self._base.value = base
-        try:
-            yield base.derivation if base else None
+            yield base
         finally:
             self._base.value = previous
 
     def _derive_recorded(self, facts):
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
         ruleset = self.ruleset
-        return derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+        return derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values,
+                               self._defaults_read)
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search)."""
@@ -86,7 +84,11 @@ class KindOracle:
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
         seen = tuple((name, state[name]) for name in self._inputs if name in state)
-        return self._by_state.get_or_compute(seen, lambda: self._evaluator.plan_of_state(state))
+        return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
+
+    def _plan_of_state(self, state: dict) -> Plan:
+        outcome = self.engine.evaluate(state)  # the compiled rules' own effects: no callback per firing
+        return plan_from(outcome.final, outcome.decider, self.ruleset, self.knowledge)
 
     def kind_of(self, mapping) -> str | None:
         """The kind of the recommendation for these facts: the build search's pick when the rule set has a
@@ -141,21 +143,26 @@ class TurnBases:
     on each build the search sizes, so that a probe's candidate (one fact set, and a card, a shape or a
     precision) recomputes only the figures that read the probe's fact."""
 
-    def __init__(self, known: dict, derivation, derive_recorded):
-        self.known, self.derivation = known, derivation
+    def __init__(self, known: dict, derive_recorded):
+        self.known = known
         self._derive = derive_recorded
-        self._builds: dict = {(): (known, derivation)}
+        self._builds: dict = {}  # build -> (its facts, its derivation or None when it cannot be sized)
+
+    @property
+    def derivation(self):
+        """The derivation of the turn's own facts (None when they cannot be sized); made on first use: a turn
+        whose facts name no card never sizes them as given, only on each card."""
+        entry = self._base_of(())
+        return entry[1] if entry else None
 
     def state_of(self, known: dict) -> tuple[dict, bool] | None:
         """(the state of `known`, whether it is the base's own) from the base of its build when they differ
         in at most one plain fact, else None (the caller derives anew)."""
         build = tuple((name, known[name]) for name in BUILD_FACTS
                       if name in known and known[name] != self.known.get(name))
-        entry = self._builds.get(build)
+        entry = self._base_of(build)
         if entry is None:
-            if len(self._builds) >= MAX_BUILDS:
-                return None
-            entry = self._builds[build] = self._build_base({**self.known, **dict(build)})
+            return None
         base_known, derivation = entry
         if derivation is None:
             return None
@@ -167,8 +174,16 @@ class TurnBases:
         probed = probe_state(derivation, changed[0], known[changed[0]])
         return None if probed is None else (probed, False)
 
-    def _build_base(self, known: dict) -> tuple:
-        try:
-            return known, self._derive(known)
-        except _FAILURES:  # this build cannot size the turn's facts: its candidates derive their own state
-            return known, None
+    def _base_of(self, build: tuple) -> tuple | None:
+        """(facts, derivation) of the turn's facts on `build`, derived on first use; None past MAX_BUILDS."""
+        entry = self._builds.get(build)
+        if entry is None:
+            if len(self._builds) >= MAX_BUILDS:
+                return None
+            known = {**self.known, **dict(build)}
+            try:
+                entry = known, self._derive(known)
+            except _FAILURES:  # this build cannot size the turn's facts: its candidates derive their own state
+                entry = known, None
+            self._builds[build] = entry
+        return entry

@@ -79,9 +79,11 @@ def _node_steps(model, gpu, gpus, knowledge, params, loads) -> list:
         if _serves(facts):
             figures_serving.memory_figures(values, facts, model, gpu, gpus, knowledge, loads(facts))
 
+    rates = figures_serving.node_rates(model, gpu, gpus, knowledge)
+
     def throughput(values, facts):
         if _serves(facts) and "latency" in facts:
-            figures_serving.throughput_figures(values, facts, model, gpu, gpus, knowledge)
+            figures_serving.throughput_figures(values, facts, knowledge, rates)
 
     def replicas(values, facts):
         if _serves(facts):

@@ -42,14 +42,27 @@ def memory_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gp
             values[f"replicas_for_concurrency_{precision}"] = math.ceil(concurrency / capacity)
 
 
-def throughput_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int,
-                       knowledge: Knowledge) -> None:
-    """Tokens/s of one node, the demand (stated, from QPS, from a corpus and deadline, from the latency class's
-    per-user target) and the single-node replicas that sustain it."""
+def node_rates(model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge):
+    """`rates(precision, latency)`: one node's (decode, prefill) tokens/s, kept once worked out (they read
+    neither the requests nor the demand, which the what-if probes of a turn change)."""
+    kept: dict = {}
+
+    def rates(precision: str, latency: str) -> tuple[float, float]:
+        found = kept.get((precision, latency))
+        if found is None:
+            found = kept[(precision, latency)] = (
+                sizing.serving_tokens_per_s(model, gpu, gpus, precision, latency, knowledge),
+                sizing.prefill_tokens_per_s(model, gpu, gpus, precision, knowledge))
+        return found
+    return rates
+
+
+def throughput_figures(values: dict, facts: dict, knowledge: Knowledge, rates) -> None:
+    """Tokens/s of one node (`rates`: node_rates), the demand (stated, from QPS, from a corpus and deadline,
+    from the latency class's per-user target) and the single-node replicas that sustain it."""
     batch = facts.get("task") == "batch-inference"
     for precision in SERVED:
-        decode = sizing.serving_tokens_per_s(model, gpu, gpus, precision, facts["latency"], knowledge)
-        prefill = sizing.prefill_tokens_per_s(model, gpu, gpus, precision, knowledge)
+        decode, prefill = rates(precision, facts["latency"])
         values[f"node_prefill_tokens_per_s_{precision}"] = prefill
         share = facts.get("generated_share")
         values[f"node_tokens_per_s_{precision}"] = (

@@ -28,14 +28,15 @@ class Writes(dict):
         super().__init__(data)
         self.written: dict = {}
 
+    # dict's own methods called directly, not through super(): a derivation makes ~100 of these calls
     def __setitem__(self, key, value):
         self.written[key] = value
-        super().__setitem__(key, value)
+        dict.__setitem__(self, key, value)
 
     def update(self, *args, **kwargs):
         added = dict(*args, **kwargs)
         self.written.update(added)
-        super().update(added)
+        dict.update(self, added)
 
 
 class Recorder(Writes):
@@ -49,15 +50,15 @@ class Recorder(Writes):
 
     def get(self, key, default=None):
         self.read.add(key)
-        return super().get(key, default)
+        return dict.get(self, key, default)
 
     def __getitem__(self, key):
         self.read.add(key)
-        return super().__getitem__(key)
+        return dict.__getitem__(self, key)
 
     def __contains__(self, key):
         self.read.add(key)
-        return super().__contains__(key)
+        return dict.__contains__(self, key)
 
     def _all(self, method, *args):
         self.everything = True
@@ -102,8 +103,20 @@ class Derivation:
     fixed: frozenset | None  # facts a probe may not change without deriving anew (defaults' and catalog's reads)
 
 
-def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Derivation:
-    """Derive `workload`'s facts (as derive.derive_state does), recording what each step read."""
+def default_reads(policies: Mapping) -> frozenset:
+    """The facts the conditions of the facts' defaults read (a probe of one is derived anew)."""
+    names = set()
+    for policy in policies.values():
+        for default in policy.defaults:
+            if default.when is not None:
+                names.update(node.id for node in nodes.names_in(default.when.node))
+    return frozenset(names)
+
+
+def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
+                    defaults_read: frozenset | None = None) -> Derivation:
+    """Derive `workload`'s facts (as derive.derive_state does), recording what each step read; `defaults_read`
+    is default_reads(policies) when the caller keeps it."""
     given = flatten_facts(workload.known())
     facts, _ = apply_defaults(given, policies)
     catalog = Recorder(facts)
@@ -115,13 +128,9 @@ def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping,
         steps.append(_run(group, values, facts))
     state = {**facts, **{name: _checked(name, value) for name, value in values.items()}}
     fixed = None
-    if not catalog.everything:
-        names = set(catalog.read) | {"gpus_per_node"}  # figure_groups reads the node shape itself
-        for policy in policies.values():
-            for default in policy.defaults:
-                if default.when is not None:
-                    names.update(node.id for node in nodes.names_in(default.when.node))
-        fixed = frozenset(names)
+    if not catalog.everything:  # figure_groups reads the node shape itself
+        read = default_reads(policies) if defaults_read is None else defaults_read
+        fixed = frozenset(catalog.read) | read | {"gpus_per_node"}
     return Derivation(given, facts, tuple(steps), tuple(groups), state, fixed)
 
 
@@ -142,13 +151,15 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
     facts = {**base.facts, fact: value}
     changed, values = {fact}, Writes()
     for group, step in zip(base.groups, base.steps, strict=True):
-        if step.reads is not None and not (step.reads & changed):
-            dict.update(values, step.wrote)
+        before = step.wrote
+        if step.reads is not None and step.reads.isdisjoint(changed):
+            dict.update(values, before)
             continue
         values.written = wrote = {}
         group(values, facts)
-        changed.update(name for name in wrote.keys() | step.wrote.keys()
-                       if wrote.get(name, _ABSENT) != step.wrote.get(name, _ABSENT))
+        changed.update([name for name, value in wrote.items() if before.get(name, _ABSENT) != value])
+        if wrote.keys() != before.keys():  # a name the base wrote is not written now
+            changed.update(before.keys() - wrote.keys())
     state = dict(base.state)  # the base's facts and checked figures, with only what the probe changed redone
     state[fact] = value
     for name in changed - {fact}:

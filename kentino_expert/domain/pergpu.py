@@ -50,6 +50,9 @@ class ServingLoad:
     bandwidth_gbs: float = 0.0  # the card's memory bandwidth
     # (tp, pp) -> rank_gb_per_request: the layouts are asked for again and again, and a load never changes
     _per_rank: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
+    # (gpus, nodes) -> unit_capacity, tp -> group_capacity: every probe of a turn asks for them again
+    _per_unit: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
+    _per_group: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def rank_gb_per_request(self, tp: int, pp: int = 1) -> float:
         """KV GB one rank keeps for one request."""
@@ -80,8 +83,11 @@ class ServingLoad:
 
     def group_capacity(self, tp: int) -> int:
         """Requests a group of `tp` GPUs holds within the workload budget (0 when not even one)."""
-        room = self.workload_max * self.card_gb - self.overhead_gb - self.weights_gb / tp
-        return max(0, math.floor(room / self.rank_gb_per_request(tp))) if room > 0 else 0
+        found = self._per_group.get(tp)
+        if found is None:
+            room = self.workload_max * self.card_gb - self.overhead_gb - self.weights_gb / tp
+            found = self._per_group[tp] = max(0, math.floor(room / self.rank_gb_per_request(tp))) if room > 0 else 0
+        return found
 
 
 def _layouts(load: ServingLoad, gpus: int) -> list[int]:
@@ -125,8 +131,12 @@ def unit_nodes(load: ServingLoad, gpus: int, requests: float) -> int:
 
 def unit_capacity(load: ServingLoad, gpus: int, nodes: int) -> int:
     """Requests a TP = gpus x PP = nodes unit holds within the workload budget per GPU (0 when not even one)."""
-    room = load.workload_max * load.card_gb - load.overhead_gb - load.weights_gb / (gpus * nodes)
-    return max(0, math.floor(room / load.rank_gb_per_request(gpus, nodes))) if room > 0 else 0
+    found = load._per_unit.get((gpus, nodes))
+    if found is None:
+        room = load.workload_max * load.card_gb - load.overhead_gb - load.weights_gb / (gpus * nodes)
+        found = max(0, math.floor(room / load.rank_gb_per_request(gpus, nodes))) if room > 0 else 0
+        load._per_unit[(gpus, nodes)] = found
+    return found
 
 
 def smallest_unit(load: ServingLoad, gpus: int) -> int:

@@ -32,15 +32,11 @@ class Outcome:
 
     fired: tuple  # CompiledRule, in firing order
     final: dict
+    decider: object = None  # the first rule whose firing added the recommended kind (None when none did)
 
     @property
     def kind(self) -> str | None:
         return self.final.get(RECOMMENDED_KIND)
-
-    @property
-    def decider(self):
-        """The rule that recommended the kind (None when none did)."""
-        return next((rule for rule in self.fired if rule.recommend and RECOMMENDED_KIND in rule.writes), None)
 
 
 def _whole(value):
@@ -175,13 +171,14 @@ class CompiledEngine:
 
     def run(self, state: dict, apply: Apply, max_steps: int = MAX_STEPS) -> tuple[list[str], dict]:
         """Backend protocol: forward-chain from `state`, `apply` giving each firing's additions."""
-        fired, final, _ = self._chain(state, apply, max_steps)
+        fired, final, _, _ = self._chain(state, apply, max_steps)
         return [rule.id for rule in fired], final
 
     def evaluate(self, state: dict, max_steps: int = MAX_STEPS) -> Outcome:
-        """Forward-chain from `state` with the rules' own effects (no trace): the rules fired and the end state."""
-        fired, final, _ = self._chain(state, None, max_steps)
-        return Outcome(tuple(fired), final)
+        """Forward-chain from `state` with the rules' own effects (no trace): the rules fired, the end state and
+        the rule that recommended."""
+        fired, final, _, decider = self._chain(state, None, max_steps)
+        return Outcome(tuple(fired), final, decider)
 
     def evaluate_many(self, states, max_steps: int = MAX_STEPS) -> list[Outcome]:
         """One Outcome per state, in order. States equal on every name the rules read (conditions and
@@ -191,13 +188,13 @@ class CompiledEngine:
         for state in states:
             key = self.key_of(state)
             if key is not None and key in done:
-                fired, added = done[key]
-                out.append(Outcome(fired, {**state, **added}))
+                fired, added, decider = done[key]
+                out.append(Outcome(fired, {**state, **added}, decider))
                 continue
-            fired, final, added = self._chain(state, None, max_steps)
+            fired, final, added, decider = self._chain(state, None, max_steps)
             if key is not None:
-                done[key] = (tuple(fired), added)
-            out.append(Outcome(tuple(fired), final))
+                done[key] = (tuple(fired), added, decider)
+            out.append(Outcome(tuple(fired), final, decider))
         return out
 
     def key_of(self, state: dict):
@@ -216,17 +213,19 @@ class CompiledEngine:
         rules, holds, effects, readers, closers = self._rules, self._holds, self._effects, self._readers, self._closers
         pending = self.candidates(state)
         admitted, waiting, closed = set(pending), set(pending), set()
-        fired, added_all = [], {}
+        fired, added_all, decider = [], {}, None
         for _ in range(max_steps):
             for at, position in enumerate(pending):  # noqa: B007 - `at` is read after the break
                 if position not in closed and holds[position](state):
                     break
                 waiting.discard(position)
             else:
-                return fired, state, added_all
+                return fired, state, added_all, decider
             del pending[:at]  # the rules before it are false until a name they read changes
             rule = rules[position]
             added = apply(rule, state) if apply is not None else effects[position].of(state)
+            if decider is None and RECOMMENDED_KIND in added:
+                decider = rule
             state.update(added)
             added_all.update(added)
             fired.append(rule)
