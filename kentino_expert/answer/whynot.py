@@ -92,8 +92,8 @@ def describe_values(actual: dict, thresholds: dict, notes: dict | None = None) -
     return "; ".join(parts)
 
 
-def _concluders(name: str, ruleset) -> list:
-    return [rule for rule in ruleset.rules if any(key == name for key, _ in rule.source.then.conclude)]
+def _concluders(name: str, ruleset) -> tuple:
+    return ruleset.concluders.get(name, ())
 
 
 def _true_only(name: str, ruleset) -> bool:
@@ -144,10 +144,24 @@ def _on_facts(conditions, params) -> int:
     """How many of the conditions are about input facts only (not figures, conclusions or parameters)."""
     count = 0
     for condition in conditions:
-        names = {n.id for n in nodes.names_in(condition.node)} - set(params)
+        names = _names_of(condition.node) - params.keys()
         if names and names <= FACT_TYPES.keys():
             count += 1
     return count
+
+
+def _names_of(node) -> frozenset:
+    """The names a condition mentions, kept per condition (a rule set's conditions are few and never change;
+    the node is kept beside its names, so a recycled id never finds another node's)."""
+    found = _NAMES.get(id(node))
+    if found is None or found[0] is not node:
+        if len(_NAMES) >= 65536:  # bounded: reloads bring new rule sets
+            _NAMES.clear()
+        found = _NAMES[id(node)] = (node, frozenset(n.id for n in nodes.names_in(node)))
+    return found[1]
+
+
+_NAMES: dict = {}  # id(condition node) -> (node, the names it mentions)
 
 
 def _failing(conditions, state: dict, params: dict, ruleset) -> list[FailingCondition]:

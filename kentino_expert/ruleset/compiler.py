@@ -84,6 +84,15 @@ class RuleSet:
                     out.setdefault(value, []).append(rule)
         return MappingProxyType({kind: tuple(rules) for kind, rules in out.items()})
 
+    @functools.cached_property
+    def concluders(self) -> Mapping:
+        """name -> the rules whose `then.conclude` sets it, in order (read-only)."""
+        out: dict = {}
+        for rule in self.rules:
+            for key in dict.fromkeys(key for key, _ in rule.source.then.conclude):
+                out.setdefault(key, []).append(rule)
+        return MappingProxyType({name: tuple(rules) for name, rules in out.items()})
+
     def rule(self, rule_id: str) -> CompiledRule:
         return self.by_id[rule_id]
 
