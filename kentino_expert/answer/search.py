@@ -130,7 +130,7 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
     A candidate that fails to size is left out unless it is the buyer's own build or every one fails (then
     the first error is the answer's)."""
     pending, judged, first_error = list(candidates), [], None
-    best = None
+    best, best_rank = None, None
     bounds: dict = {}  # a candidate's bound depends on it and the policy only: worked out once
 
     def bound(candidate: Candidate) -> tuple:
@@ -141,7 +141,7 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
 
     while pending:
         pending.sort(key=bound)
-        if not every and best is not None and _rank(best, policy, True) < bound(pending[0]):
+        if not every and best is not None and best_rank < bound(pending[0]):
             break
         candidate = pending.pop(0)
         try:
@@ -155,8 +155,10 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
             continue  # the rules did not take the forced precision: the rules' own plan already stands
         item = judge(candidate, plan, policy, params)
         judged.append(item)
-        if item.works and (best is None or _rank(item, policy, True) < _rank(best, policy, True)):
-            best = item
+        if item.works:
+            rank = _rank(item, policy, True)
+            if best is None or rank < best_rank:
+                best, best_rank = item, rank
         if not item.works and candidate.precision is None and "precision" not in known:
             pending += [Candidate(candidate.gpu, candidate.gpus_per_node, precision, candidate.named, candidate.order)
                         for precision in policy.precisions.get(task, ()) if precision != plan.precision]
