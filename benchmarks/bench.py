@@ -31,6 +31,7 @@ from kentino_expert.service.decide import evaluate_decision
 
 from . import targets
 from .benchgen import generated_rules_dir, generated_scenarios
+from .floors import print_floor, recommendation_floor
 from .turn_split import print_split, turn_split
 from .workloads import CHAT, FINAL, unique_chat, unique_final
 
@@ -241,6 +242,8 @@ def _issue13(results: dict, q: bool, skip_memory: bool = False) -> None:
     results["issue13_in_process"] = targets.in_process(100 if q else 2000)
     _print("A first chat turn beside one traced recommendation (interleaved, new facts each)",
            results["issue13_in_process"])
+    results["issue13_floor"] = recommendation_floor(50 if q else 1000)
+    print_floor(results["issue13_floor"])
     results["issue13_turn_split"] = turn_split(50 if q else 500)
     print_split(results["issue13_turn_split"])
     results["issue13_500_rules"] = targets.at_500_rules(20 if q else 200)
