@@ -22,8 +22,8 @@ from kentino_expert.service.decide import evaluate_decision
 
 from . import peers
 from .benchgen import generated_rules_dir
+from .floors import CORE, cores, http_ceiling
 from .floors import PARTS as FLOOR_PARTS
-from .floors import cores, http_ceiling
 from .workloads import unique_chat, unique_final
 
 _, ENGINE, SIZING, FLOOR = FLOOR_PARTS
@@ -201,9 +201,10 @@ def verdicts(results: dict) -> list[dict]:
 
 
 def _floor_words(floor: dict) -> str:
-    return (f"; its floor as designed {floor[FLOOR]['cpu_median_us']:,.0f} us (durable-rules' traced run "
-            f"{floor[ENGINE]['cpu_median_us']:,.0f} us + sizing the {floor['builds_weighed']:g} builds the search "
-            f"weighs {floor[SIZING]['cpu_median_us']:,.0f} us)")
+    engine, core, least = (floor[name]["cpu_median_us"] for name in (ENGINE, CORE, FLOOR))
+    return (f"; its floor as designed {least:,.0f} us (durable-rules' traced run {engine:,.0f} us, "
+            f"{core:,.0f} us of it in its C core, + sizing the {floor['builds_weighed']:g} builds the search weighs "
+            f"{floor[SIZING]['cpu_median_us']:,.0f} us)")
 
 
 def _ceiling(floor: dict | None, cached: dict | None, target: float) -> tuple[str, bool | None]:
