@@ -151,3 +151,19 @@ def test_a_batch_of_probes_reaches_the_kinds_durable_reaches(facts):
             assert isinstance(kind, Exception), (fact, value, exc)
             continue
         assert kind == expected, (fact, value)
+
+
+def test_an_experts_probe_table_is_its_knowledge_dirs_read_once(tmp_path):
+    """An Expert on a knowledge dir with its own probes.yaml probes with those values, and keeps them for its
+    life; a new Expert on the same dir (a reload) reads the file again."""
+    import shutil
+
+    from kentino_expert.paths import bundled
+    knowledge = tmp_path / "knowledge"
+    shutil.copytree(bundled("knowledge"), knowledge)
+    (knowledge / "probes.yaml").write_text("probes:\n  concurrency: [3, 33]\n", encoding="utf-8")
+    expert = Expert(knowledge_dir=knowledge)
+    assert probe_values(expert, "concurrency") == (3, 33)
+    (knowledge / "probes.yaml").write_text("probes:\n  concurrency: [7]\n", encoding="utf-8")
+    assert probe_values(expert, "concurrency") == (3, 33)  # an Expert never changes once built
+    assert probe_values(Expert(knowledge_dir=knowledge), "concurrency") == (7,)

@@ -7,7 +7,7 @@ how many other kinds of recommendation the answer could lead to.
 """
 from __future__ import annotations
 
-import functools
+import weakref
 from pathlib import Path
 
 import yaml
@@ -48,10 +48,9 @@ def missing_facts(workload: Workload, ruleset) -> list[str]:
     return missing
 
 
-@functools.lru_cache(maxsize=8)
-def _load_probe_file(path: str) -> dict:
+def _load_probe_file(path: Path) -> dict:
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return {}
     probes = data.get("probes") if isinstance(data, dict) else None
@@ -60,19 +59,30 @@ def _load_probe_file(path: str) -> dict:
     return {str(name): tuple(values) for name, values in probes.items() if isinstance(values, list)}
 
 
-def probe_table(expert=None) -> dict:
-    """Probe values per fact: the expert's knowledge dir's probes.yaml, else the bundled one."""
-    candidates = []
-    own = expert.knowledge_dir if expert is not None else None
-    if own:
-        candidates.append(Path(own) / PROBES_FILE)
+def _read_probe_table(own: Path | None) -> dict:
+    candidates = [Path(own) / PROBES_FILE] if own else []
     candidates.append(bundled("knowledge") / PROBES_FILE)
     for path in candidates:
         if path.is_file():
-            table = _load_probe_file(str(path))
+            table = _load_probe_file(path)
             if table:
                 return table
     return {}
+
+
+# An Expert never changes once built: its probe table is read once (a reload builds a new Expert, which reads
+# the file again), not looked up on disk for every missing fact of every turn.
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def probe_table(expert=None) -> dict:
+    """Probe values per fact: the expert's knowledge dir's probes.yaml, else the bundled one."""
+    if expert is None:
+        return _read_probe_table(None)
+    table = _TABLES.get(expert)
+    if table is None:
+        table = _TABLES[expert] = _read_probe_table(expert.knowledge_dir)
+    return table
 
 
 def probe_values(expert, fact: str) -> tuple:
