@@ -80,3 +80,24 @@ class TestWhatIfCache:
         for _ in range(2):
             with pytest.raises(InputError):
                 expert.kind_of({"task": "inference", "concurrency": -1})
+
+
+class TestFlatFactsKey:
+    """flat_facts_key tells facts apart exactly as the canonical JSON does."""
+
+    def test_order_does_not_matter_and_types_do(self):
+        """Equal facts in any order share a key; 1, 1.0 and true are different facts, as in JSON."""
+        from kentino_expert.answer.cache import facts_key, flat_facts_key
+        assert flat_facts_key({"a": 1, "b": "x"}) == flat_facts_key({"b": "x", "a": 1})
+        keys = [flat_facts_key({"a": value}) for value in (1, 1.0, True, "1", None)]
+        jsons = [facts_key({"a": value}) for value in (1, 1.0, True, "1", None)]
+        assert len(set(keys)) == len(set(jsons)) == 5
+
+    def test_nested_facts_take_the_json_key_and_non_finite_numbers_none(self):
+        """A nested fact falls back to the canonical JSON; NaN and infinity, like JSON, give no key (never cached)."""
+        from kentino_expert.answer.cache import facts_key, flat_facts_key
+        nested = {"task": "lora", "proposed_build": {"nodes": 2, "gpus_per_node": 4}}
+        assert flat_facts_key(nested) == facts_key(nested)
+        assert flat_facts_key({"a": float("nan")}) is None
+        assert flat_facts_key({"a": float("inf")}) is None
+        assert flat_facts_key({1: 2, "a": 3}) is None

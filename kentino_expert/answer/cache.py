@@ -8,6 +8,7 @@ decision: it gets its own id and its own committed row in the decision log.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import OrderedDict
 
@@ -20,6 +21,26 @@ def facts_key(facts) -> str | None:
         return json.dumps(facts, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
         return None
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def flat_facts_key(facts) -> tuple | str | None:
+    """A key of a mapping of facts as `facts_key` tells them apart, cheaper for flat facts (a what-if turn makes
+    ~60): the sorted (name, type, value) items when every value is a string, a number or a flag (1, 1.0 and
+    true stay different, as in JSON), else `facts_key`; None where that is None (a non-finite number)."""
+    try:
+        items = sorted(facts.items())
+    except TypeError:  # names of mixed types
+        return facts_key(facts)
+    key = []
+    for name, value in items:
+        kind = type(value)
+        if kind not in _SCALARS and (kind is not float or not math.isfinite(value)) or type(name) is not str:
+            return facts_key(facts)
+        key.append((name, kind, value))
+    return tuple(key)
 
 
 class LruCache:

@@ -13,7 +13,7 @@ from ..domain.workload import Workload, validate_facts
 from ..engine.compiled import CompiledEngine
 from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
-from .cache import LruCache, facts_key
+from .cache import LruCache, flat_facts_key
 from .plans import Plan, plan_from, plan_inputs
 from .search import pick
 
@@ -68,13 +68,13 @@ class KindOracle:
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search)."""
-        key = facts_key(mapping)
+        key = flat_facts_key(mapping)
         return self._plans.get_or_compute(key, lambda: self._plan_uncached(mapping, key))
 
     def start_state(self, mapping) -> dict | None:
         """The state the rules started from for exactly these facts, as `derive_state` makes it, when a plan
         of them was evaluated lately (the answer's chosen candidate: its figures are not sized again)."""
-        return self._starts.peek(facts_key(mapping))
+        return self._starts.peek(flat_facts_key(mapping))
 
     def _plan_uncached(self, mapping, key: str | None) -> Plan:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
@@ -94,7 +94,7 @@ class KindOracle:
         """The kind of the recommendation for these facts: the build search's pick when the rule set has a
         selection policy, else the rules' on the facts as given; raises KentinoError on facts that do not
         validate."""
-        return self._kinds.get_or_compute(facts_key(mapping), lambda: self._uncached(mapping))
+        return self._kinds.get_or_compute(flat_facts_key(mapping), lambda: self._uncached(mapping))
 
     def kinds_of(self, workload: Workload, probes) -> list:
         """For each (fact, value) of `probes`: the kind for `workload`'s facts with that fact set, or the

@@ -16,7 +16,7 @@ from ..lang import nodes
 from .catalog import Knowledge
 from .derive import apply_defaults, resolve_catalog
 from .figures import _checked, figure_groups
-from .state import flatten_facts
+from .state import FACT_TYPES, flatten_facts
 from .workload import Workload
 
 
@@ -146,7 +146,7 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
     """The state of the base's facts with `fact` set to `value` (as validated), recomputing only the figure
     groups that read a changed name; None when the probe changes what only a new derivation can redo (a fact
     the defaults or the catalog read, the node shape) or is not one plain fact."""
-    if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _plain_facts():
+    if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _PLAIN_FACTS:
         return None
     facts = {**base.facts, fact: value}
     changed, values = {fact}, Writes()
@@ -171,8 +171,4 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
 
 
 _ABSENT = object()
-
-
-def _plain_facts() -> frozenset:
-    from .state import FACT_TYPES
-    return frozenset(FACT_TYPES)
+_PLAIN_FACTS = frozenset(FACT_TYPES)  # what a probe may set without deriving anew (nested facts are not)
