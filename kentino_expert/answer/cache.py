@@ -23,13 +23,15 @@ def facts_key(facts) -> str | None:
         return None
 
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+_PLAIN = frozenset({str, int, type(None)})  # equal only to their own kind among the facts' values
+_TAGGED = frozenset({float, bool})  # 1, 1.0 and true are equal in Python, different facts in JSON
 
 
 def flat_facts_key(facts) -> tuple | str | None:
     """A key of a mapping of facts as `facts_key` tells them apart, cheaper for flat facts (a what-if turn makes
-    ~60): the sorted (name, type, value) items when every value is a string, a number or a flag (1, 1.0 and
-    true stay different, as in JSON), else `facts_key`; None where that is None (a non-finite number)."""
+    ~60): one flat tuple of the sorted names and values, a float or a flag followed by its type (never a name or a
+    value, so the tuple reads one way only), when every value is a string, a whole number, a finite float or a
+    flag; else `facts_key`, None where that is None (a non-finite number). Flat, it is no larger than the JSON."""
     try:
         items = sorted(facts.items())
     except TypeError:  # names of mixed types
@@ -37,9 +39,9 @@ def flat_facts_key(facts) -> tuple | str | None:
     key = []
     for name, value in items:
         kind = type(value)
-        if kind not in _SCALARS and (kind is not float or not math.isfinite(value)) or type(name) is not str:
+        if type(name) is not str or kind not in _PLAIN and (kind not in _TAGGED or not math.isfinite(value)):
             return facts_key(facts)
-        key.append((name, kind, value))
+        key += (name, value, kind) if kind in _TAGGED else (name, value)
     return tuple(key)
 
 
