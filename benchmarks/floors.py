@@ -28,6 +28,7 @@ PARTS = ("traced recommendation as the service answers", "durable-rules traced r
          "sizing every build the search weighs", "floor: the two parts above")
 # no Python change can remove it; wall time inside the core's calls, in a second run of the same state
 CORE = "of the traced run, inside durable-rules' C core (wall)"
+RECOMMENDATION, ENGINE, SIZING, FLOOR = PARTS
 
 
 def recommendation_floor(runs: int) -> dict:
@@ -40,13 +41,13 @@ def recommendation_floor(runs: int) -> dict:
     for _ in range(runs):
         start = time.thread_time_ns()
         expert.recommend_traced(unique_final(0))
-        rows[PARTS[0]].append(time.thread_time_ns() - start)
+        rows[RECOMMENDATION].append(time.thread_time_ns() - start)
         engine, sizing, weighed, core = _floor_parts(expert, unique_final(0))
         builds.append(weighed)
         rows[CORE].append(core)
-        rows[PARTS[1]].append(engine)
-        rows[PARTS[2]].append(sizing)
-        rows[PARTS[3]].append(engine + sizing)
+        rows[ENGINE].append(engine)
+        rows[SIZING].append(sizing)
+        rows[FLOOR].append(engine + sizing)
     expert.close()
     out = {part: {"cpu_median_us": statistics.median(values) / 1000} for part, values in rows.items()}
     out["builds_weighed"] = statistics.median(builds)
@@ -96,5 +97,5 @@ def http_ceiling(floor_us: float, cached_rps: float, cpus: int) -> dict:
 def print_floor(floor: dict) -> None:
     print(f"\n## The least a traced recommendation takes as designed ({floor['rules']} rules, "
           f"{floor['builds_weighed']:g} builds weighed; CPU medians, new facts each)")
-    for part in (*PARTS[:2], CORE, *PARTS[2:]):
+    for part in (RECOMMENDATION, ENGINE, CORE, SIZING, FLOOR):
         print(f"  {part:<56}{floor[part]['cpu_median_us']:>10,.0f} us")

@@ -22,11 +22,8 @@ from kentino_expert.service.decide import evaluate_decision
 
 from . import peers
 from .benchgen import generated_rules_dir
-from .floors import CORE, cores, http_ceiling
-from .floors import PARTS as FLOOR_PARTS
+from .floors import CORE, ENGINE, FLOOR, SIZING, cores, http_ceiling
 from .workloads import unique_chat, unique_final
-
-_, ENGINE, SIZING, FLOOR = FLOOR_PARTS
 
 
 def _stats(samples: list) -> dict:
@@ -148,6 +145,7 @@ def _row(rows, workers, clients, facts):
 def verdicts(results: dict) -> list[dict]:
     """Each target of issue 13 with its figure and whether it is met (None: not measured in this run)."""
     out = []
+    floor = results.get("issue13_floor")  # the traced recommendation's floor (floors.py), when measured
 
     def add(target, figure, met, reachable=None):
         out.append({"target": target, "figure": figure, "met": met, "reachable": reachable})
@@ -162,7 +160,6 @@ def verdicts(results: dict) -> list[dict]:
             f"{chat['cpu_median_us']:,.0f} us vs {base['cpu_median_us']:,.0f} us as the service answers: "
             f"{ratio:.2f}x (vs {durable['cpu_median_us']:,.0f} us with every candidate on durable-rules: "
             f"{chat['cpu_median_us'] / durable['cpu_median_us']:.2f}x)", ratio <= 2)
-        floor = results.get("issue13_floor")
         add("traced recommendation <= 350 us median (CPU time)",
             f"{base['cpu_median_us']:,.0f} us as the service answers, {durable['cpu_median_us']:,.0f} us with every "
             "candidate on durable-rules" + (_floor_words(floor) if floor else ""), base["cpu_median_us"] <= 350,
@@ -174,7 +171,6 @@ def verdicts(results: dict) -> list[dict]:
         add("first chat turn <= 2x a final answer over HTTP (p50, 1 worker, 1 client, new facts)",
             f"{chat1['p50_ms']:.1f} ms vs {final1['p50_ms']:.1f} ms: {ratio:.2f}x", ratio <= 2)
     chat16, final16 = _row(http, 2, 16, "chat-unique"), _row(http, 2, 16, "final-unique")
-    floor = results.get("issue13_floor")
     if chat16:
         words, reachable = _ceiling(floor, _row(http, 2, 16, "chat"), 600)
         add("HTTP 2 workers, 16 clients, new facts: chat turns >= 600/s with p99 <= 25 ms",

@@ -76,7 +76,7 @@ class KindOracle:
         of them was evaluated lately (the answer's chosen candidate: its figures are not sized again)."""
         return self._starts.peek(flat_facts_key(mapping))
 
-    def _plan_uncached(self, mapping, key: str | None) -> Plan:
+    def _plan_uncached(self, mapping, key: tuple | str | None) -> Plan:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
         state, whole = self._state_of(workload)
         if whole:  # a probe's state is not kept: its figures are in another order than a derivation's
