@@ -15,6 +15,7 @@ from kentino_expert import yamlsrc
 from kentino_expert.domain.workload import (
     MAX_TOKEN_TEXT,
     TOKEN_COUNT_SCHEMA,
+    Workload,
     parse_token_count,
     read_facts,
     validate_facts,
@@ -113,6 +114,32 @@ class TestTokenCounts:
 
 
 FORGED = "x\x1b[31mred\x07\nerror: forged"
+
+
+NUMBER_FACTS = [name for name, info in Workload.model_fields.items() if info.annotation in (int | None, float | None)]
+
+
+class TestFlagsAreNotNumbers:
+    """true/false given for a number fact is refused naming the fact; pydantic alone would read them as 1 and 0."""
+
+    @pytest.mark.parametrize("flag", [True, False])
+    @pytest.mark.parametrize("fact", NUMBER_FACTS)
+    def test_every_number_fact(self, fact, flag):
+        """Each number fact of the input contract refuses either flag."""
+        with pytest.raises(InputError, match="expected a number|token count") as caught:
+            validate_facts({"task": "inference", fact: flag})
+        assert caught.value.field == fact
+
+    def test_the_proposed_builds_counts(self):
+        """A proposed build's node count is a number too."""
+        with pytest.raises(InputError, match="expected a number, not true") as caught:
+            validate_facts({"task": "inference", "proposed_build": {"nodes": True, "gpus_per_node": 8}})
+        assert caught.value.field == "proposed_build.nodes"
+
+    def test_through_the_cli(self):
+        """`params_b: true` in a facts file is one error line naming params_b, exit 2."""
+        assert_one_line_error(run_cli("recommend", "-", stdin="task: inference\nparams_b: true\n"),
+                              "params_b", "expected a number, not true")
 
 
 class TestPrintableErrors:

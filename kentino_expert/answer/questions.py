@@ -2,25 +2,17 @@
 
 `missing_facts` lists the unknown facts that matter for the task (an answer is provisional while any
 is unknown). `rank_questions` re-runs the rules with a few probe values of each missing fact
-(knowledge/probes.yaml; enumerated facts are probed with every value) and ranks the questions by
-how many other kinds of recommendation the answer could lead to.
+(knowledge/probes.yaml, loaded and checked with the catalog; enumerated facts are probed with every value)
+and ranks the questions by how many other kinds of recommendation the answer could lead to.
 """
 from __future__ import annotations
-
-import weakref
-from pathlib import Path
-
-import yaml
 
 from ..domain.state import FACT_TYPES, unflatten_facts
 from ..domain.vocabulary import KINDS
 from ..domain.workload import Workload, validate_facts
 from ..errors import KentinoError
 from ..lang.valuetypes import is_enum
-from ..paths import bundled
 from .model import Probe, Question
-
-PROBES_FILE = "probes.yaml"
 
 
 def given_facts(answer: dict) -> dict:
@@ -48,52 +40,14 @@ def missing_facts(workload: Workload, ruleset) -> list[str]:
     return missing
 
 
-def _load_probe_file(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    probes = data.get("probes") if isinstance(data, dict) else None
-    if not isinstance(probes, dict):
-        return {}
-    return {str(name): tuple(values) for name, values in probes.items() if isinstance(values, list)}
-
-
-def _read_probe_table(own: Path | None) -> dict:
-    candidates = [Path(own) / PROBES_FILE] if own else []
-    candidates.append(bundled("knowledge") / PROBES_FILE)
-    for path in candidates:
-        if path.is_file():
-            table = _load_probe_file(path)
-            if table:
-                return table
-    return {}
-
-
-# An Expert never changes once built: its probe table is read once (a reload builds a new Expert, which reads
-# the file again), not looked up on disk for every missing fact of every turn.
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def probe_table(expert=None) -> dict:
-    """Probe values per fact: the expert's knowledge dir's probes.yaml, else the bundled one."""
-    if expert is None:
-        return _read_probe_table(None)
-    table = _TABLES.get(expert)
-    if table is None:
-        table = _TABLES[expert] = _read_probe_table(expert.knowledge_dir)
-    return table
-
-
 def probe_values(expert, fact: str) -> tuple:
     """The values a what-if question about `fact` is probed with (may be empty)."""
     kind = FACT_TYPES.get(fact)
     if is_enum(kind):
         return tuple(kind[1])
-    table = probe_table(expert)
-    if fact in table:
-        return table[fact]
     knowledge = expert.knowledge
+    if fact in knowledge.probes:
+        return knowledge.probes[fact]
     if fact == "model":  # a small, a medium and a large catalog model
         models = sorted(knowledge.models.values(), key=lambda m: m.params_b)
         if not models:

@@ -19,6 +19,7 @@ from pydantic import (
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..yamlsrc import YamlSourceError, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
+from .probetable import PROBES_FILE, check_probes
 from .vocabulary import LATENCIES
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -160,6 +161,7 @@ class Knowledge(BaseModel):
     heuristics: dict[str, dict] = Field(default_factory=dict)  # id -> {section, text}
     files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
     directory: str = ""  # where the files were read (answers name it)
+    probes: dict[str, tuple] = Field(default_factory=dict)  # probes.yaml: fact -> the values a what-if tries
 
     def model(self, name: str) -> ModelSpec:
         return _lookup(self.models, name, "model")
@@ -273,9 +275,27 @@ def load_knowledge(directory: str | Path) -> Knowledge:
         if gpu.intra_node_link not in tables["links"]:
             raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
                                  location=Location(str(root / "gpus.yaml")))
-    return Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
-                     sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
-                     directory=str(root))
+    knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
+                          sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
+                          directory=str(root))
+    return _with_probes(knowledge, root / PROBES_FILE)
+
+
+def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:
+    """The knowledge with probes.yaml's table, checked against the facts and this catalog (no file: no table;
+    then only enumerated facts and the catalog's own picks are probed)."""
+    if not path.exists():
+        return knowledge
+    text, data = _read(path)
+
+    def resolve(fact: str, value) -> None:
+        table = CATALOG_FACTS.get(fact)
+        if table is not None:
+            _lookup(getattr(knowledge, table), value, fact)
+
+    probes = check_probes(data, path, resolve)
+    files = {**knowledge.files, PROBES_FILE: hashlib.sha256(text.encode()).hexdigest()}
+    return knowledge.model_copy(update={"probes": probes, "files": files})
 
 
 def _check_latency(data, path: Path) -> None:

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
 from ..errors import InputError, Location, did_you_mean, printable
 from ..yamlsrc import YamlSourceError, load_yaml
@@ -59,6 +59,13 @@ TOKEN_COUNT_SCHEMA = {
     "description": "A token count: a number, or a string with a k/M/B/T suffix such as 300B or 15T.",
 }
 TokenCount = Annotated[float, BeforeValidator(parse_token_count), WithJsonSchema(TOKEN_COUNT_SCHEMA)]
+
+
+def _not_a_flag(value):
+    """A number fact refuses true/false, which pydantic would take as 1/0 (`params_b: true` is not a 1B model)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {str(value).lower()}")
+    return value
 _STRICT = ConfigDict(frozen=True, extra="forbid", str_max_length=200, allow_inf_nan=False)
 
 
@@ -69,6 +76,8 @@ class ProposedBuild(BaseModel):
     nodes: int = Field(ge=1, le=4096)
     gpus_per_node: int = Field(ge=1, le=16)
     gpu: str | None = Field(default=None, max_length=200)
+
+    _numbers = field_validator("nodes", "gpus_per_node", mode="before")(_not_a_flag)
 
 
 class Workload(BaseModel):
@@ -93,6 +102,9 @@ class Workload(BaseModel):
     deadline_days: float | None = Field(default=None, ge=0.001, le=36_500)  # from about 1.5 minutes to 100 years
     proposed_build: ProposedBuild | None = None
     interconnect: str | None = Field(default=None, max_length=200)
+
+    _numbers = field_validator("params_b", "gpus_per_node", "concurrency", "context_tokens", "qps", "tokens_per_s",
+                               "generated_share", "deadline_days", mode="before")(_not_a_flag)
 
     def known(self) -> dict:
         """The facts the caller actually gave (no defaults), as plain values."""
