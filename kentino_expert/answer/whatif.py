@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
+from itertools import repeat
 
 from ..domain.catalog import Knowledge
 from ..domain.derive import derive_state
@@ -18,6 +19,8 @@ from .plans import Plan, plan_from, plan_inputs
 from .search import pick
 
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
+_ABSENT = object()  # a name the state lacks, in a state's key (unlike any value, None included)
+_ABSENTS = repeat(_ABSENT)  # endless: map() pairs it with the names
 
 
 class KindOracle:
@@ -83,7 +86,7 @@ class KindOracle:
             self._starts.get_or_compute(key, lambda: state)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
         # default, a card the model fits on either way): the plan is then known.
-        seen = tuple((name, state[name]) for name in self._inputs if name in state)
+        seen = tuple(map(state.get, self._inputs, _ABSENTS))  # C-level: a key per candidate, ~40 names
         return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
 
     def _plan_of_state(self, state: dict) -> Plan:
