@@ -91,6 +91,18 @@ class TestValidation:
         with pytest.raises(KnowledgeError, match="sources: 'vocab_sise' is not a field of a model"):
             load_knowledge(root)
 
+    def test_node_shape_a_buyer_cannot_name(self, tmp_path):
+        """A node shape beyond the gpus_per_node a caller may give is refused at the card's entry: the build
+        search would otherwise drop the card without a word."""
+        root = copy_knowledge(tmp_path)
+        path = root / "gpus.yaml"
+        path.write_text(path.read_text().replace("node_shapes: [8]", "node_shapes: [8, 32]", 1))
+        with pytest.raises(KnowledgeError, match=r"gpus\[0\]: node_shapes: 32 GPUs per node is not a gpus_per_node "
+                                                 r"a buyer can give \(Input should be less than or equal to 16\)") \
+                as caught:
+            load_knowledge(root)
+        assert caught.value.location.file.endswith("gpus.yaml") and caught.value.location.line > 1
+
     def test_latency_class_must_exist(self, tmp_path):
         """A target for an unknown latency class is refused at its line."""
         root = copy_knowledge(tmp_path)

@@ -21,6 +21,7 @@ from ..yamlsrc import YamlSourceError, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .probetable import PROBES_FILE, check_probes
 from .vocabulary import LATENCIES
+from .workload import fact_problem
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -134,6 +135,15 @@ class GpuSpec(BaseModel):
     node_shapes: tuple[PositiveInt, ...] = ()  # GPUs per node Kentino sells it in (the build search's shapes)
     aliases: tuple[str, ...] = ()
     source: str
+
+    @model_validator(mode="after")
+    def _shapes_a_buyer_can_name(self):
+        for shape in self.node_shapes:  # else the build search would drop the card without a word
+            problem = fact_problem("gpus_per_node", shape)
+            if problem:
+                raise ValueError(f"node_shapes: {shape} GPUs per node is not a gpus_per_node a buyer can give "
+                                 f"({problem})")
+        return self
 
 
 class LinkSpec(BaseModel):

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..lang.valuetypes import is_enum
 from ..yamlsrc import location_of, to_plain
 from .state import FACT_TYPES
-from .vocabulary import TASKS
-from .workload import Workload
+from .workload import Workload, fact_problem
 
 PROBES_FILE = "probes.yaml"
 MAX_PROBE_VALUES = 16  # each value is a rule evaluation in every turn that misses the fact
@@ -53,10 +50,9 @@ def _values(probes: dict, fact, path: Path, resolve) -> tuple:
 
 def _problem(fact: str, value, resolve) -> str | None:
     """Why a caller could not give `value` for `fact`, or None."""
-    try:
-        Workload.model_validate({"task": TASKS[0], fact: value})
-    except ValidationError as exc:
-        return exc.errors()[0]["msg"].removeprefix("Value error, ")
+    problem = fact_problem(fact, value)
+    if problem:
+        return problem
     try:
         resolve(fact, value)
     except CatalogError as exc:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ..errors import InputError, Location, did_you_mean, printable
 from ..yamlsrc import YamlSourceError, load_yaml
-from .vocabulary import Latency, Precision, Task, Tenancy
+from .vocabulary import TASKS, Latency, Precision, Task, Tenancy
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 MAX_TOKEN_TEXT = 40  # '15T' needs 3 characters; the cap comes before any pattern sees the text
@@ -109,6 +109,16 @@ class Workload(BaseModel):
     def known(self) -> dict:
         """The facts the caller actually gave (no defaults), as plain values."""
         return self.model_dump(exclude_none=True)
+
+
+def fact_problem(fact: str, value) -> str | None:
+    """Why a caller could not give `value` for `fact` (the input contract's own message), or None: what a
+    knowledge file that supplies a fact's value (a probe, a card's node shape) is checked against."""
+    try:
+        Workload.model_validate({"task": TASKS[0], fact: value})
+    except ValidationError as exc:
+        return _message_of(exc.errors()[0])
+    return None
 
 
 def _field_of(error: dict) -> str:
