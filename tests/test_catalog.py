@@ -103,6 +103,30 @@ class TestValidation:
             load_knowledge(root)
         assert caught.value.location.file.endswith("gpus.yaml") and caught.value.location.line > 1
 
+    def test_an_id_a_caller_cannot_reach(self, tmp_path):
+        """An id with capitals is refused at its entry: lookups lowercase the name a caller gives, so the model
+        would never be found."""
+        root = copy_knowledge(tmp_path)
+        path = root / "links.yaml"
+        text = path.read_text()
+        first_id = next(line.split("id:", 1)[1].strip() for line in text.splitlines() if "- id:" in line)
+        path.write_text(text.replace(f"id: {first_id}", f"id: {first_id.upper()}", 1))
+        with pytest.raises(KnowledgeError, match=rf"links\[0\]: '{first_id.upper()}' is not a name a caller can "
+                                                 rf"reach: .*\(write '{first_id}'\)") as caught:
+            load_knowledge(root)
+        assert caught.value.location.file.endswith("links.yaml") and caught.value.location.line > 1
+
+    def test_an_alias_that_names_another_entry(self, tmp_path):
+        """An alias equal to another entry's id is refused: a lookup would find only one of the two."""
+        root = copy_knowledge(tmp_path)
+        path = root / "gpus.yaml"
+        text = path.read_text()
+        ids = [line.split("id:", 1)[1].strip() for line in text.splitlines() if line.lstrip().startswith("- id:")]
+        last_entry = text.rindex("- id:")
+        path.write_text(text[:last_entry] + text[last_entry:].replace("\n", f"\n    aliases: [{ids[0]}]\n", 1))
+        with pytest.raises(KnowledgeError, match=rf"gpus\[{len(ids) - 1}\]: '{ids[0]}' already names '{ids[0]}'"):
+            load_knowledge(root)
+
     def test_latency_class_must_exist(self, tmp_path):
         """A target for an unknown latency class is refused at its line."""
         root = copy_knowledge(tmp_path)

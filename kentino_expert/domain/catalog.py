@@ -242,7 +242,7 @@ def _read(path: Path):
 def _entries(path: Path, data, section: str, spec_type) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get(section), list):
         raise KnowledgeError(f"expected a top-level '{section}:' list", location=Location(str(path), 1, 1))
-    out = {}
+    out, owner = {}, {}  # owner: every id and alias -> the id it names
     for index, raw in enumerate(data[section]):
         where = location_of(data[section], index, str(path))
         try:
@@ -254,8 +254,22 @@ def _entries(path: Path, data, section: str, spec_type) -> dict:
             raise KnowledgeError(f"{section}[{index}]{field}: {message}", location=where) from None
         if spec.id in out:
             raise KnowledgeError(f"duplicate id '{spec.id}'", location=where)
+        _check_names(spec, owner, f"{section}[{index}]", where)
         out[spec.id] = spec
     return out
+
+
+def _check_names(spec, owner: dict, entry: str, where: Location) -> None:
+    """An entry's id and aliases are names a caller can reach: lowercase and trimmed (a lookup lowercases the
+    name it is given, so 'Llama-3-8B' would never be found), and no other entry's name (the first would win)."""
+    for name in (spec.id, *spec.aliases):
+        if name != name.strip().lower() or not name.strip():
+            raise KnowledgeError(f"{entry}: '{name}' is not a name a caller can reach: ids and aliases are "
+                                 f"lowercase, without surrounding spaces (write '{name.strip().lower()}')",
+                                 location=where)
+        if owner.get(name, spec.id) != spec.id:
+            raise KnowledgeError(f"{entry}: '{name}' already names '{owner[name]}'", location=where)
+        owner[name] = spec.id
 
 
 def load_knowledge(directory: str | Path) -> Knowledge:
