@@ -20,6 +20,7 @@ from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..yamlsrc import YamlSourceError, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .probetable import PROBES_FILE, check_probes
+from .sizing_schema import check_sizing, check_sizing_names
 from .vocabulary import LATENCIES
 from .workload import fact_problem
 
@@ -286,6 +287,7 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     files["sizing.yaml"] = hashlib.sha256(text.encode()).hexdigest()
     if not isinstance(sizing, dict):
         raise KnowledgeError("expected a mapping", location=Location(str(root / "sizing.yaml"), 1, 1))
+    check_sizing(sizing, str(root / "sizing.yaml"))
     text, latency = _read(root / "latency.yaml")
     files["latency.yaml"] = hashlib.sha256(text.encode()).hexdigest()
     _check_latency(latency, root / "latency.yaml")
@@ -299,6 +301,7 @@ def load_knowledge(directory: str | Path) -> Knowledge:
         if gpu.intra_node_link not in tables["links"]:
             raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
                                  location=Location(str(root / "gpus.yaml")))
+    check_sizing_names(sizing, str(root / "sizing.yaml"), lambda table, name: _lookup(tables[table], name, table[:-1]))
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
                           sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
                           directory=str(root))

@@ -1,0 +1,185 @@
+"""The shape of knowledge/sizing.yaml: every constant the sizing reads, with its type and range, checked when the
+knowledge is loaded (a missing or misspelt constant is an error at its line, not a KeyError in a request)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
+from ..yamlsrc import location_of
+from .vocabulary import LATENCIES, Precision
+
+_SHAPE = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class _Section(BaseModel):
+    model_config = _SHAPE
+    source: str | None = None  # where the section's figures come from
+
+
+class PrecisionBytes(_Section):
+    bf16: PositiveFloat
+    fp8: PositiveFloat
+    int4: PositiveFloat
+
+
+class NativeFormatBytes(_Section):
+    mxfp4: PositiveFloat
+    fp8: PositiveFloat
+
+
+class Training(_Section):
+    bytes_per_param_full: PositiveFloat
+    gathered_bytes_per_param_full: PositiveFloat
+    gathered_bytes_per_param_peft: PositiveFloat
+    gathered_share_max: Fraction
+    activation_bytes_per_hidden_full: PositiveFloat
+    activation_bytes_per_hidden_peft: PositiveFloat
+    tokens_in_flight: PositiveInt
+    logits_bytes_per_vocab_token: PositiveFloat
+    lora_rank: PositiveInt
+    bytes_per_trainable_param_peft: PositiveFloat
+    flops_per_param_token: PositiveFloat
+    mfu: Fraction
+    seconds_per_month: PositiveFloat
+
+
+class Serving(_Section):
+    reference_model: str
+    reference_precision: Precision
+    reference_gpu: str
+    reference_gpus: PositiveInt
+    tokens_per_s_by_latency: dict[str, PositiveFloat]
+    tokens_per_request: PositiveFloat
+    int4_speedup_vs_fp8: PositiveFloat
+    runtime_overhead_fraction: Annotated[float, Field(ge=0, lt=1)]
+    prefill_flops_per_param_token: PositiveFloat
+    prefill_mfu: Fraction
+
+    @model_validator(mode="after")
+    def _every_latency_class(self):
+        for name in self.tokens_per_s_by_latency:  # a misspelt class first: it is also a missing one
+            if name not in LATENCIES:
+                raise ValueError(f"tokens_per_s_by_latency: unknown latency class '{name}'")
+        missing = [name for name in LATENCIES if name not in self.tokens_per_s_by_latency]
+        if missing:
+            raise ValueError(f"tokens_per_s_by_latency: no figure for the latency class '{missing[0]}'")
+        return self
+
+
+class CalibrationPoint(BaseModel):
+    model_config = _SHAPE
+    gpus: PositiveInt
+    nodes: PositiveInt
+    link: str
+    efficiency: Fraction
+
+
+class Calibration(_Section):
+    tp_in_node: CalibrationPoint
+    tp_across_nodes: CalibrationPoint
+
+    @model_validator(mode="after")
+    def _points_where_they_belong(self):
+        if self.tp_in_node.nodes != 1:
+            raise ValueError("tp_in_node: the in-node point is one node (nodes: 1)")
+        if self.tp_across_nodes.nodes < 2:
+            raise ValueError("tp_across_nodes: the across-nodes point spans two nodes or more")
+        return self
+
+
+class Scaling(_Section):
+    calibration: Calibration
+    dp_overhead_ratio: Annotated[float, Field(ge=0)]
+    pp_overhead_ratio: Annotated[float, Field(ge=0)]
+    pp_microbatches: PositiveInt
+
+
+class Estimation(_Section):
+    params_per_layer_hidden2: PositiveFloat
+    hidden_per_layer: PositiveFloat
+    head_dim: PositiveInt
+    kv_heads: PositiveInt
+    max_context: PositiveInt
+    vocab_size: PositiveInt
+    intermediate_per_hidden: PositiveFloat
+
+
+class SizingConstants(BaseModel):
+    """knowledge/sizing.yaml as a whole."""
+
+    model_config = _SHAPE
+    precision_bytes: PrecisionBytes
+    unquantised_bytes: PositiveFloat
+    qlora_base_bytes: PositiveFloat
+    native_format_bytes: NativeFormatBytes
+    kv_cache_bytes: PositiveFloat
+    gb: PositiveFloat
+    training: Training
+    serving: Serving
+    scaling: Scaling
+    estimation: Estimation
+
+
+def check_sizing(data, path: str) -> None:
+    """Raise a KnowledgeError at the line and column of the first constant sizing.yaml lacks, misspells or gives
+    a value out of its range."""
+    try:
+        SizingConstants.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()  # a misspelt constant is also a missing one: the misspelling, at its line, first
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        loc = tuple(error["loc"])
+        dotted = ".".join(str(part) for part in loc)
+        if error["type"] == "missing":
+            message, suggestion = f"{dotted}: missing (the sizing reads it)", None
+        elif error["type"] == "extra_forbidden":
+            message = f"{dotted}: not a constant the sizing reads"
+            suggestion = did_you_mean(str(loc[-1]), _fields_at(loc[:-1]))
+        else:
+            message, suggestion = f"{dotted}: {error['msg'].removeprefix('Value error, ')}", None
+        raise KnowledgeError(message, location=_located(data, loc, path), suggestion=suggestion) from None
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The constants a section of SizingConstants holds (for a did-you-mean)."""
+    model = SizingConstants
+    for part in loc:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _located(data, loc: tuple, path: str) -> Location:
+    """Where the deepest part of `loc` that the file has stood (the section, when a constant is missing)."""
+    container, where = data, Location(path, 1, 1)
+    for part in loc:
+        if not isinstance(container, dict) or part not in container:
+            break
+        where = location_of(container, part, path)
+        container = container[part]
+    return where
+
+
+# the catalog entries sizing.yaml names: (path to the name, the catalog table it names)
+CATALOG_NAMES = ((("serving", "reference_model"), "models"), (("serving", "reference_gpu"), "gpus"),
+                 (("scaling", "calibration", "tp_in_node", "link"), "links"),
+                 (("scaling", "calibration", "tp_across_nodes", "link"), "links"))
+
+
+def check_sizing_names(data, path: str, lookup) -> None:
+    """Each model, card and link sizing.yaml names is in the catalog (`lookup(table, name)` raises a
+    CatalogError for one that is not): a KnowledgeError at the name's line otherwise."""
+    for loc, table in CATALOG_NAMES:
+        name = data
+        for part in loc:
+            name = name[part]
+        try:
+            lookup(table, name)
+        except CatalogError as exc:
+            raise KnowledgeError(f"{'.'.join(loc)}: {exc.message}", location=_located(data, loc, path),
+                                 suggestion=exc.suggestion) from None
