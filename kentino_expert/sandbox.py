@@ -35,6 +35,8 @@ from .rulecheck import CheckReport, check_directory
 from .ruleset.diagnostics import Diagnostic, ordered
 
 _PREFIX = "kentino-sandbox "
+# what the allocation that failed may have asked for on top: a pymalloc arena (1 MiB), a malloc heap step
+NEAR_LIMIT = 4 * 2**20
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -86,8 +88,11 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
                              env=env, start_new_session=True)
     try:
         out, err = child.communicate(timeout=limits.seconds)
-        timed_out = False
+        timed_out = at_limit = False
     except subprocess.TimeoutExpired:
+        # read before the kill: a child stopped at its address-space limit ran out of memory, even if it never
+        # said so (CPython 3.11 spins for good when it cannot allocate the int an except clause needs)
+        at_limit = (_address_space(child.pid) or 0) >= limits.memory_bytes - NEAR_LIMIT
         _kill_session(child)
         out, err = child.communicate()
         timed_out = True
@@ -96,7 +101,7 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
             _kill_session(child)
             child.wait()
     seconds = time.monotonic() - start
-    return Trial(_diagnostics(out, err, child.returncode, timed_out, rules, limits), seconds)
+    return Trial(_diagnostics(out, err, child.returncode, timed_out, rules, limits, at_limit), seconds)
 
 
 def check_in_sandbox(rules_dir=None, knowledge_dir=None, limits: Limits | None = None) -> CheckReport:
@@ -114,7 +119,20 @@ def _kill_session(child) -> None:
         pass
 
 
-def _diagnostics(out: bytes, err: bytes, code: int, timed_out: bool, rules: str, limits: Limits):
+def _address_space(pid: int) -> int | None:
+    """A process's address space in bytes (VmSize), or None where /proc does not say (not Linux, gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _diagnostics(out: bytes, err: bytes, code: int, timed_out: bool, rules: str, limits: Limits,
+                 at_limit: bool = False):
     messages = [json.loads(line[len(_PREFIX):]) for line in out.decode("utf-8", "replace").splitlines()
                 if line.startswith(_PREFIX)]
     result = next((m["result"] for m in messages if "result" in m), None)
@@ -123,7 +141,7 @@ def _diagnostics(out: bytes, err: bytes, code: int, timed_out: bool, rules: str,
     step = next((m for m in reversed(messages) if "step" in m), {"step": "starting"})
     where = Location(**step["where"]) if step.get("where") else Location(rules)
     doing = step.get("doing", step["step"])
-    if step["step"] == "memory":
+    if step["step"] == "memory" or (timed_out and at_limit):
         why = f"ran out of memory while {doing}"
     elif timed_out:
         why = f"did not finish within {limits.seconds:g} s and was stopped while {doing}: the engine hangs on it"

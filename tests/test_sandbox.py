@@ -71,6 +71,26 @@ def test_a_trial_out_of_memory_is_an_error_not_a_crash_of_the_parent():
     assert error.code == "E207" and "16 MiB" in error.message and "memory" in error.message
 
 
+CHECKING = (sandbox._PREFIX + '{"step": "check", "doing": "checking the rule files"}\n').encode()
+
+
+def test_a_child_stopped_at_its_memory_limit_ran_out_of_memory():
+    """A child killed by the wall clock while at its address-space limit is reported as out of memory (CPython
+    3.11 can spin for good on a MemoryError it cannot unwind), one stopped below it as a hang."""
+    limits = Limits(seconds=20, memory_bytes=16 * 2**20)
+    [at_limit] = sandbox._diagnostics(CHECKING, b"", -9, True, "rules", limits, at_limit=True)
+    assert at_limit.message.endswith("the rule set ran out of memory while checking the rule files")
+    [below] = sandbox._diagnostics(CHECKING, b"", -9, True, "rules", limits, at_limit=False)
+    assert "did not finish within 20 s" in below.message and "memory" not in below.message
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/status"), reason="no /proc: not Linux")
+def test_a_process_address_space_is_read_from_proc():
+    """VmSize of a live process in bytes (this one: more than the interpreter's own megabytes); None once gone."""
+    assert sandbox._address_space(os.getpid()) > 8 * 2**20
+    assert sandbox._address_space(2**22 + 12345) is None  # past Linux's largest pid_max
+
+
 def test_limits_come_from_the_environment(monkeypatch):
     """KENTINO_SANDBOX_SECONDS and KENTINO_SANDBOX_MEMORY_MB set the limits; nonsense keeps the defaults."""
     monkeypatch.setenv("KENTINO_SANDBOX_SECONDS", "7.5")
