@@ -273,6 +273,13 @@ def _check_names(spec, owner: dict, entry: str, where: Location) -> None:
         owner[name] = spec.id
 
 
+def _digested(root: Path, filename: str, files: dict):
+    """A knowledge file's YAML; its sha256 goes into `files` (the rule set's version covers it)."""
+    text, data = _read(root / filename)
+    files[filename] = hashlib.sha256(text.encode()).hexdigest()
+    return data
+
+
 def load_knowledge(directory: str | Path) -> Knowledge:
     """Read and validate knowledge/*.yaml; every problem is a KnowledgeError with file:line."""
     root = Path(directory)
@@ -280,20 +287,14 @@ def load_knowledge(directory: str | Path) -> Knowledge:
         raise KnowledgeError(f"knowledge directory not found: {root}")
     tables, files = {}, {}
     for filename, (section, spec_type) in _SECTIONS.items():
-        text, data = _read(root / filename)
-        files[filename] = hashlib.sha256(text.encode()).hexdigest()
-        tables[section] = _entries(root / filename, data, section, spec_type)
-    text, sizing = _read(root / "sizing.yaml")
-    files["sizing.yaml"] = hashlib.sha256(text.encode()).hexdigest()
+        tables[section] = _entries(root / filename, _digested(root, filename, files), section, spec_type)
+    sizing = _digested(root, "sizing.yaml", files)
     if not isinstance(sizing, dict):
         raise KnowledgeError("expected a mapping", location=Location(str(root / "sizing.yaml"), 1, 1))
     check_sizing(sizing, str(root / "sizing.yaml"))
-    text, latency = _read(root / "latency.yaml")
-    files["latency.yaml"] = hashlib.sha256(text.encode()).hexdigest()
+    latency = _digested(root, "latency.yaml", files)
     _check_latency(latency, root / "latency.yaml")
-    text, catalog = _read(root / "heuristics.yaml")
-    files["heuristics.yaml"] = hashlib.sha256(text.encode()).hexdigest()
-    heuristics = _heuristics(catalog, root / "heuristics.yaml")
+    heuristics = _heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml")
     for gpu in tables["gpus"].values():
         if gpu.kentino_ships and not gpu.node_shapes:
             raise KnowledgeError(f"gpu '{gpu.id}': a card Kentino ships needs node_shapes (GPUs per node it is "
@@ -313,7 +314,8 @@ def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:
     then only enumerated facts and the catalog's own picks are probed)."""
     if not path.exists():
         return knowledge
-    text, data = _read(path)
+    files = dict(knowledge.files)
+    data = _digested(path.parent, path.name, files)
 
     def resolve(fact: str, value) -> None:
         table = CATALOG_FACTS.get(fact)
@@ -321,7 +323,6 @@ def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:
             _lookup(getattr(knowledge, table), value, fact)
 
     probes = check_probes(data, path, resolve)
-    files = {**knowledge.files, PROBES_FILE: hashlib.sha256(text.encode()).hexdigest()}
     return knowledge.model_copy(update={"probes": probes, "files": files})
 
 

@@ -66,6 +66,8 @@ def _not_a_flag(value):
     if isinstance(value, bool):
         raise ValueError(f"expected a number, not {str(value).lower()}")
     return value
+
+
 _STRICT = ConfigDict(frozen=True, extra="forbid", str_max_length=200, allow_inf_nan=False)
 
 
