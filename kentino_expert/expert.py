@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from pathlib import Path
 
 from .answer.cache import DEFAULT_SIZE, AnswerCache
+from .answer.failures import evaluation_failures
 from .answer.model import Answer
 from .answer.pipeline import answer_for, answer_traced
 from .answer.whatif import KindOracle
@@ -18,6 +20,7 @@ from .engine.registry import DEFAULT, backend_class
 from .paths import bundled
 from .ruleset.compiler import RuleSet, compile_ruleset
 
+_log = logging.getLogger(__name__)
 WHAT_IF_CACHE = 8192  # entries (~1 KB each): bounds the memory the what-if cache can take
 ANSWER_CACHE = DEFAULT_SIZE
 
@@ -57,14 +60,17 @@ class Expert:
         return CompiledEngine(self.ruleset)
 
     def recommend(self, facts) -> Answer:
-        """Answer a mapping of facts or a validated Workload."""
+        """Answer a mapping of facts or a validated Workload; arithmetic that fails on them is an EngineError."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return answer_for(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
+        with evaluation_failures(facts, _log):
+            return answer_for(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
 
     def recommend_traced(self, facts):
-        """(answer, firings, final state) for a mapping of facts or a validated Workload."""
+        """(answer, firings, final state) for a mapping of facts or a validated Workload; arithmetic that fails
+        on them is an EngineError."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        return answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
+        with evaluation_failures(facts, _log):
+            return answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
 
     def kind_of(self, facts) -> str | None:
         """The kind of the recommendation for a mapping of facts (or a Workload), the build search included;

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kentino_expert.answer.failures import forget_logged_sites
 from kentino_expert.decisions.connect import open_log
 from kentino_expert.expert import Expert, reset_default_expert
 
@@ -20,8 +21,10 @@ PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
 
 @pytest.fixture(autouse=True)
 def _reset_engine_state():
-    """Every test starts without the process-wide expert (its durable session counter and handles)."""
+    """Every test starts without the process-wide expert (its durable session counter and handles), and with no
+    evaluation failure's traceback logged yet."""
     reset_default_expert()
+    forget_logged_sites()
     yield
     reset_default_expert()
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hostile_rules as hostile
 from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.domain.derive import derive
 from kentino_expert.domain.figures import FIGURE_MAX, FIGURE_SPECS, figure_range
-from kentino_expert.domain.workload import validate_facts
+from kentino_expert.domain.vocabulary import TASKS
+from kentino_expert.domain.workload import Workload, validate_facts
 from kentino_expert.errors import EngineError
 from kentino_expert.lang.fold import fold
 from kentino_expert.lang.intervals import Interval, Overflow, interval_of
@@ -39,7 +42,7 @@ def _value(text, ranges, params=None):
 
 def test_fact_ranges_come_from_the_input_schema():
     """A fact's range is its validation bounds (integers flagged), the flattened proposed_build included."""
-    assert fact_range("params_b") == Interval(0.0, 100_000.0, False)
+    assert fact_range("params_b") == Interval(1e-6, 100_000.0, False)
     assert fact_range("gpus_per_node") == Interval(1.0, 16.0, True)
     assert fact_range("proposed_nodes") == Interval(1.0, 4096.0, True)
     assert fact_range("training_tokens") == Interval(0.0, 1e16, False)
@@ -84,6 +87,30 @@ def test_figures_at_the_facts_extremes_stay_in_their_declared_ranges(ruleset, fa
             assert low <= figure.value <= high, (name, figure.value)
 
 
+def _corners(prop: dict) -> list:
+    """A numeric property's extreme values as the input contract admits them (an exclusive bound's next float)."""
+    branch = next(b for b in [prop, *prop.get("anyOf", [])] if b.get("type") in ("number", "integer"))
+    low = branch.get("minimum", math.nextafter(branch.get("exclusiveMinimum", 0.0), math.inf))
+    return [low, branch["maximum"]]
+
+
+_SCHEMA = Workload.model_json_schema()
+_NUMBER_FACTS = {name: _corners(prop) for name, prop in _SCHEMA["properties"].items()
+                 if any(b.get("type") in ("number", "integer") for b in [prop, *prop.get("anyOf", [])])}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(task=st.sampled_from(TASKS), picks=st.dictionaries(st.sampled_from(sorted(_NUMBER_FACTS)), st.booleans()))
+def test_facts_at_any_corner_of_the_contract_are_sized(ruleset, task, picks):
+    """Every number fact at its smallest or largest accepted value, in any mix, is sized with figures inside
+    their declared ranges: what the contract accepts never reaches a division by zero or an overflow."""
+    facts = {"task": task, **{name: _NUMBER_FACTS[name][high] for name, high in picks.items()}}
+    figures = derive(validate_facts(facts), load_knowledge(bundled("knowledge")), ruleset.fact_policies,
+                     ruleset.parameter_values).figures
+    assert all(math.isfinite(f.value) for f in figures.values()
+               if isinstance(f.value, (int, float)) and not isinstance(f.value, bool))
+
+
 def test_a_figure_outside_its_declared_range_is_refused():
     """derive refuses a figure outside its range (the proof of `rules check` assumes the ranges)."""
     from kentino_expert.domain.figures import checked_figure
@@ -106,7 +133,7 @@ def test_overflow_is_blamed_on_the_innermost_operation(ranges):
 
 def test_finite_arithmetic_has_its_range(ranges):
     """Sums, products, quotients by a positive range, max/min and ceil keep finite bounds."""
-    assert _value("params_b * 1e300", ranges) == Interval(0.0, 100_000 * 1e300, False)
+    assert _value("params_b * 1e300", ranges) == Interval(1e-6 * 1e300, 100_000 * 1e300, False)
     assert _value("ceil(replicas_needed_fp8 / max(2, scale_out_nodes))", ranges) == Interval(1.0, 5e23, True)
     assert _value("max(2, serving_nodes_int4)", ranges).lo == 2.0
     assert _value("-gpus_per_node + 1", ranges) == Interval(-15.0, 0.0, True)
@@ -115,7 +142,7 @@ def test_finite_arithmetic_has_its_range(ranges):
 def test_division_by_a_range_near_zero(ranges):
     """A float divisor that can come arbitrarily close to 0 is unbounded; a whole-number one keeps 1 away."""
     with pytest.raises(Overflow):
-        _value("qps / params_b", ranges)
+        _value("tokens_per_s / qps", ranges)
     assert _value("10 / (gpus_per_node - 1)", ranges) == Interval(10 / 15, 10.0, False)  # 0 itself: no value
     assert _value("10 / (gpus_per_node - gpus_per_node)", ranges) == Interval(-10.0, 10.0, False)
 
@@ -142,12 +169,12 @@ def test_condition_arithmetic_that_overflows_is_refused(tmp_path):
 
 
 def test_recommend_divided_by_a_fact_near_zero_is_refused(tmp_path):
-    """`nodes: qps / params_b` can be any size (params_b > 0 can be tiny): E206 names the divisor."""
+    """`nodes: tokens_per_s / qps` can be any size (qps > 0 can be tiny): E206 names the divisor."""
     rules = hostile.hostile_dir(tmp_path, "divide", [hostile.rule_text(
-        "divide", "concurrency == 12345", 1, "qps / params_b",
+        "divide", "concurrency == 12345", 1, "tokens_per_s / qps",
         "{task: inference, model: llama-3.1-70b, concurrency: 12345}")])
     errors = check_directory(rules.directory).errors
-    assert [(d.code, str(d.location)) for d in errors] == [("E206", rules.at("/ params_b"))]
+    assert [(d.code, str(d.location)) for d in errors] == [("E206", rules.at("/ qps"))]
     assert "divisor" in errors[0].message
 
 

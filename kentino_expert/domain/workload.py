@@ -19,6 +19,9 @@ MAX_TOKEN_TEXT = 40  # '15T' needs 3 characters; the cap comes before any patter
 # run of spaces is followed by something no space can be, so matching is linear, not quadratic.
 _COUNT = re.compile(r" *([0-9]+(?:\.[0-9]+)?)(?: *([kmbgtKMBGT]))? *")
 MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
+# a thousand parameters: a smaller model is a typo, and at about 1e-18 the sizing's figures leave their
+# declared ranges (prefill overflows, a corpus' rate divides by zero)
+MIN_PARAMS_B = 1e-6
 _COUNT_HINT = "a token count such as 300B or 15T"
 
 
@@ -88,7 +91,7 @@ class Workload(BaseModel):
     model_config = _STRICT
     task: Task
     model: str | None = Field(default=None, max_length=200)
-    params_b: float | None = Field(default=None, gt=0, le=100_000)
+    params_b: float | None = Field(default=None, ge=MIN_PARAMS_B, le=100_000)
     precision: Precision | None = None
     gpu: str | None = Field(default=None, max_length=200)
     gpus_per_node: int | None = Field(default=None, ge=1, le=16)

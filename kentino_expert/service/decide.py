@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from ..answer.failures import evaluation_failures
 from ..answer.model import (
     Alternative,
     Answer,
@@ -30,7 +31,6 @@ from ..decisions.log import DecisionLog
 from ..decisions.meta import check_meta
 from ..domain.vocabulary import Status
 from ..domain.workload import Workload, validate_facts
-from ..errors import EngineError, KentinoError
 
 _log = logging.getLogger(__name__)
 
@@ -88,16 +88,10 @@ class Evaluation:
 
 
 def evaluate_decision(expert, facts, logger: logging.Logger | None = None) -> Evaluation:
-    """All of deciding but the write. Arithmetic that fails on extreme (but valid) facts is an EngineError:
-    such facts are the caller's to change, so they get a message, not a crash; `logger` (default: this
-    module's) keeps the traceback for whoever maintains the rules."""
-    try:
+    """All of deciding but the write. Arithmetic that fails on facts the contract accepts is an EngineError
+    (answer/failures.py); `logger` (default: this module's) keeps the traceback for whoever maintains the rules."""
+    with evaluation_failures(facts, logger or _log):
         return _evaluate(expert, facts)
-    except KentinoError:
-        raise
-    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
-        (logger or _log).warning("facts that cannot be evaluated: %r", facts, exc_info=True)
-        raise EngineError(f"{type(exc).__name__}: {exc}") from None
 
 
 def _evaluate(expert, facts) -> Evaluation:
