@@ -164,6 +164,13 @@ class TestPrintableErrors:
             validate_facts({"task": "inference", "mo\x1bdel\u2028": 1})
         assert caught.value.field == r"mo\x1bdel\u2028" and caught.value.render().isprintable()
 
+    def test_a_long_unknown_key_is_clipped(self):
+        """A megabyte-long unknown fact is quoted by its first 40 characters, not echoed whole (a 422 as big as
+        the request)."""
+        with pytest.raises(InputError) as caught:
+            validate_facts({"task": "inference", "a" * 900_000: 1})
+        assert caught.value.field == "a" * 40 + "..." and len(caught.value.render()) < 100
+
     @pytest.mark.parametrize("character", RAW_CONTROLS)
     def test_printable_escapes_every_non_printable(self, character):
         """C0, C1, NUL, line separators and bidi overrides become escapes; ordinary text is kept."""

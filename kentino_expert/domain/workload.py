@@ -22,6 +22,7 @@ MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
 # a thousand parameters: a smaller model is a typo, and at about 1e-18 the sizing's figures leave their
 # declared ranges (prefill overflows, a corpus' rate divides by zero)
 MIN_PARAMS_B = 1e-6
+MAX_KEY_ECHO = 40  # of an unknown or duplicate key, this much is quoted in the error
 _COUNT_HINT = "a token count such as 300B or 15T"
 
 
@@ -126,6 +127,11 @@ def fact_problem(fact: str, value) -> str | None:
     return None
 
 
+def _clipped(field: str) -> str:
+    """A field name as an error quotes it: an unknown key comes from the caller and may be a megabyte long."""
+    return field if len(field) <= MAX_KEY_ECHO else field[:MAX_KEY_ECHO] + "..."
+
+
 def _field_of(error: dict) -> str:
     parts = [str(p) for p in error["loc"] if not str(p).startswith("function-")]
     return ".".join(parts) or "facts"
@@ -150,7 +156,7 @@ def validate_facts(data) -> Workload:
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        field = _field_of(first)
+        field = _clipped(_field_of(first))
         suggestion = None
         if first["type"] == "extra_forbidden":
             suggestion = did_you_mean(field.split(".")[-1], Workload.model_fields)
@@ -174,7 +180,6 @@ def _yaml_facts(text: str, source: str):
         raise InputError(exc.message, location=exc.location) from None
 
 
-MAX_KEY_ECHO = 40  # of a duplicate key, this much is quoted in the error
 
 
 def _reject_constant(token: str):
