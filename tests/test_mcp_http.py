@@ -107,3 +107,44 @@ def test_the_guard_stands_in_front_of_mcp(server):
     plain = httpx.post(f"{server}/mcp", content=json.dumps(initialize),
                        headers={**accept, "content-type": "text/plain"})
     assert plain.status_code == 415
+
+
+def _initialize(**extra) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, **extra}
+
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_a_duplicate_key_is_a_parse_error_not_a_guess(server):
+    """A tool call whose arguments name `task` twice is refused as POST /v1/recommend refuses it (a JSON-RPC parse
+    error), and no decision is logged on a guess of which was meant."""
+    raw = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recommend","arguments":'
+           '{"task":"inference","task":"lora","session_id":"dup-key"}}}')
+    response = httpx.post(f"{server}/mcp", content=raw, headers=ACCEPT)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": -32700, "message": "Parse error: duplicate key 'task'"}
+    listed = httpx.get(f"{server}/v1/decisions", params={"session_id": "dup-key"},
+                       headers={"Authorization": f"Bearer {READ_TOKEN}"}).json()["decisions"]
+    assert listed == []
+
+
+def test_only_post_is_served(server):
+    """GET (the event stream a stateless server never writes to) and DELETE are a 405 naming POST, answered at
+    once rather than held open."""
+    for method in ("GET", "DELETE"):
+        response = httpx.request(method, f"{server}/mcp", headers={"accept": "text/event-stream"}, timeout=10)
+        assert response.status_code == 405 and response.headers["allow"] == "POST"
+        assert response.json()["detail"][0]["field"] == "method"
+
+
+def test_transport_refusals_are_json(server):
+    """A body over 1 MB and a POST with no Content-Type get the API's JSON error body, not plain text."""
+    big = json.dumps(_initialize(padding="x" * 1_000_001))
+    too_big = httpx.post(f"{server}/mcp", content=big, headers=ACCEPT)
+    assert too_big.status_code == 413 and too_big.json()["detail"][0]["field"] == "body"
+    unlabelled = httpx.post(f"{server}/mcp", headers={"accept": ACCEPT["accept"]})
+    assert unlabelled.status_code == 415 and unlabelled.json()["detail"][0]["field"] == "content-type"
+    ok = httpx.post(f"{server}/mcp", json=_initialize(), headers=ACCEPT)
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "kentino-expert"

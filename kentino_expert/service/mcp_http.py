@@ -2,18 +2,25 @@
 local process.
 
 Stateless, with JSON responses (no session, no SSE stream): every request stands alone, so any worker of
-`--workers N`, or any replica, answers any request, as for POST /v1/recommend. The service's guard applies
-in front of it (the Host allowlist, JSON bodies, and an Origin from an allowed host); `recommend` needs no
-token, as POST /v1/recommend needs none, and `explain` of a logged decision reads the log, so it wants the
-read (or admin) token as a bearer token when one is configured (mcp_server.KentinoTools).
+`--workers N`, or any replica, answers any request, as for POST /v1/recommend. So only POST is served (a GET
+would open an event stream that never carries a message), and its body is read here first, by the rules of
+POST /v1/recommend: at most 1 MB, labelled JSON, strict JSON (a duplicate key is refused, not guessed).
+The service's guard applies in front of it (the Host allowlist, JSON bodies, and an Origin from an allowed
+host); `recommend` needs no token, as POST /v1/recommend needs none, and `explain` of a logged decision reads
+the log, so it wants the read (or admin) token as a bearer token when one is configured
+(mcp_server.KentinoTools).
 """
 from __future__ import annotations
 
 import json
 from contextlib import asynccontextmanager
 
+from ..domain.workload import strict_json_loads
+from .guard import is_json_media_type, refusal
 from .http_io import MAX_BODY
 from .mcp_server import build_server, mcp_installed
+
+PARSE_ERROR = -32700  # JSON-RPC's code for a body that is not a JSON message, as the mcp package answers it
 
 
 class McpEndpoint:
@@ -49,7 +56,76 @@ class McpEndpoint:
                                     (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await self._manager.handle_request(scope, receive, send)
+        if scope["method"] != "POST":
+            await refusal(send, 405, "method", "MCP here is stateless with JSON responses: POST a JSON-RPC message "
+                                               "(there is no event stream to GET and no session to DELETE)",
+                          [(b"allow", b"POST")])
+            return
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        if not is_json_media_type(content_type):
+            await refusal(send, 415, "content-type", f"the body must be JSON (Content-Type: application/json), "
+                                                     f"not '{content_type[:60] or 'unlabelled'}'")
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await refusal(send, 413, "body", f"the body is larger than {MAX_BODY} bytes")
+            return
+        problem = _not_strict_json(body)
+        if problem is not None:
+            await _parse_error(send, problem)
+            return
+        await self._manager.handle_request(scope, _replaying(body, receive), send)
+
+
+async def _read_body(receive) -> bytes | None:
+    """The whole request body, or None past MAX_BODY (a client gone mid-body leaves what it sent)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _not_strict_json(body: bytes) -> str | None:
+    """Why the body is not strict JSON (what POST /v1/recommend refuses), or None: the mcp package would take
+    the last of two duplicate keys, and log a decision on a guess."""
+    try:
+        strict_json_loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "the body is not UTF-8 text"
+    except RecursionError:
+        return "the JSON nests too deeply"
+    except ValueError as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
+
+
+async def _parse_error(send, problem: str) -> None:
+    error = {"code": PARSE_ERROR, "message": f"Parse error: {problem}"}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _replaying(body: bytes, receive):
+    """A receive that gives the body already read, then whatever the client sends next (its disconnect)."""
+    given = False
+
+    async def replayed():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    return replayed
 
 
 def mount_mcp(current_expert, decision_log, may_read) -> McpEndpoint | None:
