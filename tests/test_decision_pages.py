@@ -165,8 +165,10 @@ def test_the_cli_pages_internally_and_prints_json_as_one_array(fresh, monkeypatc
     rows = json.loads(shown.output)
     assert [r["decision_id"] for r in rows] == ids[::-1]
     assert rows[0]["facts"] == {"task": "inference"} and rows[0]["summary"] == "row 9" and "answer" not in rows[0]
-    empty = runner.invoke(_cli(), ["decisions", "list", "--kind", "none", "--format", "json", "--db", log_target])
+    empty = runner.invoke(_cli(), ["decisions", "list", "--kind", "frontier", "--format", "json", "--db", log_target])
     assert json.loads(empty.output) == []
+    misspelt = runner.invoke(_cli(), ["decisions", "list", "--kind", "frontieer", "--db", log_target])
+    assert misspelt.exit_code == 2 and "'frontieer' is not one of" in misspelt.output
 
 
 # -- over HTTP --------------------------------------------------------------------------------------

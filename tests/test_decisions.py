@@ -53,6 +53,15 @@ def test_bad_since_is_an_error(log):
         log.list(since="last tuesday")
 
 
+@pytest.mark.parametrize("since", ["11111111111111111111", "1" * 5000, "20250131", "2025"])
+def test_since_is_the_extended_iso_form_only(log, since):
+    """Digits that fromisoformat happens to read (twenty ones: 1111-11-11T11:11:11.111111) are refused, quoted
+    by their first 60 characters."""
+    with pytest.raises(DecisionLogError, match="ISO-8601") as caught:
+        log.list(since=since)
+    assert len(caught.value.message) < 150
+
+
 def test_sqlite_is_wal_with_full_sync(tmp_path):
     """The SQLite log runs in WAL mode with synchronous=FULL."""
     log = open_log(tmp_path / "wal.db")

@@ -93,7 +93,30 @@ def test_two_host_headers_are_refused(log):
     app = create_app(log=log, read_token="", admin_token="")
     with TestClient(app, base_url="http://localhost") as client:
         response = client.get("/healthz", headers=[("host", "localhost"), ("host", "evil.example")])
+        same = client.get("/healthz", headers=[("host", "localhost"), ("host", "localhost")])
     assert response.status_code == 400
+    assert same.status_code == 400 and same.json()["detail"] == [{"field": "host", "message": "more than one Host header"}]
+
+
+def test_a_meta_key_in_both_the_body_and_the_query_is_refused(log):
+    """session_id in the body and the query is a 422 naming it (which was meant cannot be known), and logs nothing."""
+    with client_for(log) as client:
+        response = client.post("/v1/recommend?session_id=from-query", json={**CHAT, "session_id": "from-body"})
+        turn = client.post("/v1/recommend?turn=7", json={**CHAT, "turn": 7})
+    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "session_id"
+    assert turn.status_code == 422 and turn.json()["detail"][0]["field"] == "turn"
+    assert log.list() == []
+
+
+def test_a_misspelt_kind_filter_is_refused(log):
+    """GET /v1/decisions?kind=single-nod is a 422 naming the kinds, not an empty page."""
+    with client_for(log) as client:
+        _one_decision(client)
+        wrong = client.get("/v1/decisions", params={"kind": "single-nod"})
+        right = client.get("/v1/decisions", params={"kind": "single-node"})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["field"] == "kind"
+    assert "single-node-int4" in wrong.json()["detail"][0]["message"]
+    assert right.status_code == 200 and len(right.json()["decisions"]) == 1
 
 
 # -- tokens -----------------------------------------------------------------------------------------

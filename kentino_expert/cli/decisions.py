@@ -12,6 +12,7 @@ import click
 
 from ..answer.explain import chart_files, explain_html, explain_markdown
 from ..decisions.meta import normalise_time
+from ..domain.vocabulary import KINDS
 from ..errors import KentinoError
 from ..service.replay import replay
 from .common import (
@@ -38,7 +39,7 @@ _JSON_KEYS = ("decision_id", "created_at", "session_id", "turn", "source", "fact
 
 @decisions.command("list")
 @click.option("--since", default=None, metavar="ISO", help="Only decisions at or after this ISO-8601 time.")
-@click.option("--kind", default=None, help="Only decisions of this recommendation kind.")
+@click.option("--kind", default=None, type=click.Choice(KINDS), help="Only decisions of this recommendation kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @db_option

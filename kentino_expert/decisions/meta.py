@@ -24,12 +24,21 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+# ISO-8601's extended form (what the log stores and its documentation shows): fromisoformat alone also reads
+# '11111111111111111111' (or 5,000 ones) as 1111-11-11T11:11:11.111111
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)?"
+                       r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?", re.ASCII)
+
+
 def normalise_time(text: str) -> str:
     """An ISO-8601 date or time as the log stores it (naive times are taken as UTC)."""
+    text = str(text).strip()
     try:
-        moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        if not _ISO_TIME.fullmatch(text):
+            raise ValueError(text)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise DecisionLogError(f"'{text}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
+        raise DecisionLogError(f"'{text[:60]}' is not an ISO-8601 date or time (e.g. 2025-01-31T12:00:00Z)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..errors import InputError
+
 Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
 Precision = Literal["bf16", "fp8", "int4"]
 Latency = Literal["interactive", "production", "offline"]
@@ -19,3 +21,12 @@ KINDS: tuple[str, ...] = Kind.__args__
 STATUSES: tuple[str, ...] = Status.__args__
 INFERENCE_TASKS = ("inference", "batch-inference")
 TRAINING_TASKS = tuple(task for task in TASKS if task not in INFERENCE_TASKS)
+
+
+def check_kind(value) -> str | None:
+    """A kind a caller filters decisions by, or None: a misspelt one is refused, not read as "no decisions"."""
+    if value is None or value == "":
+        return None
+    if value not in KINDS:
+        raise InputError(f"must be one of {', '.join(KINDS)}", field="kind")
+    return value

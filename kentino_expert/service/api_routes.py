@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from ..answer.explain import explain_html, explain_markdown
 from ..decisions.log import MAX_HTTP_PAGE
 from ..decisions.meta import normalise_time
+from ..domain.vocabulary import check_kind
 from ..errors import DecisionLogError
 from .compact import CompactDecision
 from .decide import Decision
@@ -122,6 +123,7 @@ def add_decision_routes(app, holder, decision_log) -> None:
                   cursor: str | None = Query(None, description="The next_cursor of the page before.")):
         if not 1 <= limit <= MAX_HTTP_PAGE:
             raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
+        check_kind(kind)
         if since:
             try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
                 normalise_time(since)

@@ -263,7 +263,10 @@ class Guard:
             headers.setdefault(name, value)  # the first, as Starlette reads them
             hosts += name == b"host"
         host = headers.get(b"host", b"").decode("latin-1")
-        if hosts > 1 or not host_allowed(host, self.access.allowed_hosts):
+        if hosts > 1:  # which one a proxy in front routed by cannot be known
+            await refusal(send, 400, "host", "more than one Host header")
+            return
+        if not host_allowed(host, self.access.allowed_hosts):
             await refusal(send, 400, "host", f"this service does not answer to the Host '{host[:100]}' "
                                              f"(see --allowed-host)")
             return

@@ -57,6 +57,8 @@ def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
     for key in META_KEYS:  # which of two values was meant cannot be known: refused, not guessed
         if len(query.getlist(key)) > 1:
             raise BadRequest(key, "given more than once in the query string")
+        if key in data and key in query:
+            raise BadRequest(key, "given in both the body and the query string: give it once")
     facts = {k: v for k, v in data.items() if k not in META_KEYS}
     session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
                                   data.get("turn", query.get("turn")))

@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ..answer.explain import explain_html
 from ..decisions.meta import check_session_id, normalise_time
-from ..domain.vocabulary import KINDS
+from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError, InputError
 
 PAGE_SIZE = 50
@@ -43,15 +43,15 @@ def _filters(kind: str | None, since: str | None, session: str | None) -> tuple[
     for name, value in given.items():
         if len(value) > MAX_FILTER_CHARS:
             return given, (name, f"at most {MAX_FILTER_CHARS} characters")
-    if given.get("kind") and given["kind"] not in KINDS:
-        return given, ("kind", f"must be one of {', '.join(KINDS)}")
     try:
+        check_kind(given.get("kind"))
         if given.get("since"):
             normalise_time(given["since"])
         if given.get("session"):
             check_session_id(given["session"])
     except (DecisionLogError, InputError) as exc:
-        return given, ("since" if isinstance(exc, DecisionLogError) else "session", exc.message)
+        field = "since" if isinstance(exc, DecisionLogError) else "kind" if exc.field == "kind" else "session"
+        return given, (field, exc.message)
     return given, None
 
 
