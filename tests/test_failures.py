@@ -21,25 +21,23 @@ def _divide(facts):
 
 def test_a_failure_is_an_engine_error_naming_the_exception():
     """ZeroDivisionError inside the block leaves it as EngineError 'ZeroDivisionError: ...'; a KentinoError passes."""
-    with pytest.raises(EngineError, match="^ZeroDivisionError: division by zero$"):
-        with evaluation_failures(CHAT, logging.getLogger("t")):
-            _divide(CHAT)
-    with pytest.raises(InputError):
-        with evaluation_failures(CHAT, logging.getLogger("t")):
-            raise InputError("bad", field="qps")
+    logger = logging.getLogger("t")
+    with pytest.raises(EngineError, match="^ZeroDivisionError: division by zero$"), evaluation_failures(CHAT, logger):
+        _divide(CHAT)
+    with pytest.raises(InputError), evaluation_failures(CHAT, logger):
+        raise InputError("bad", field="qps")
 
 
 def test_the_traceback_is_logged_once_per_place(caplog):
     """The first failure at a place logs its traceback; the same place again logs one line; another place logs
     its own traceback."""
     logger = logging.getLogger("kentino-test-failures")
+    caplog.set_level(logging.WARNING, logger.name)
     for _ in range(3):
-        with caplog.at_level(logging.WARNING, logger.name), pytest.raises(EngineError):
-            with evaluation_failures(CHAT, logger):
-                _divide(CHAT)
-    with caplog.at_level(logging.WARNING, logger.name), pytest.raises(EngineError):
-        with evaluation_failures(CHAT, logger):
-            int("x")
+        with pytest.raises(EngineError), evaluation_failures(CHAT, logger):
+            _divide(CHAT)
+    with pytest.raises(EngineError), evaluation_failures(CHAT, logger):
+        int("x")
     with_traceback = [r for r in caplog.records if r.exc_info]
     assert len(caplog.records) == 4 and len(with_traceback) == 2
     assert "ZeroDivisionError at " in caplog.records[1].getMessage()

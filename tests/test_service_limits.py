@@ -2,6 +2,7 @@
 (408, closed), log readers beside decisions, a slow decision beside /healthz, and the workers' reload marker."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -96,6 +97,28 @@ def _trickle(port: int, start: bytes, byte: bytes) -> tuple[bytes, float]:
             sock.settimeout(ATTACK_SECONDS)
             return first + (_reply(sock) if first else b""), time.monotonic() - began
     raise AssertionError(f"a trickling connection was still open after {ATTACK_SECONDS} s")
+
+
+MALFORMED = [  # a Content-Length that is no number, a chunk size that is no hex number, no request line
+    b"POST /v1/recommend HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    b"Content-Length: abc\r\n\r\n{}",
+    b"POST /v1/recommend HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    b"GARBAGE\r\n\r\n",
+]
+
+
+def test_malformed_framing_is_the_api_json_400(tmp_path):
+    """A request httptools cannot parse gets a 400 with the API's {detail: [{field, message}]} body, and the
+    connection is closed."""
+    with serving(tmp_path) as (_, port):
+        for request_bytes in MALFORMED:
+            with _connect(port) as sock:
+                sock.sendall(request_bytes)
+                reply = _reply(sock)
+            head, _, body = reply.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower(), reply
+            assert json.loads(body)["detail"][0]["field"] == "request"
 
 
 def test_oversized_heads_are_431_and_memory_stays_flat(tmp_path):

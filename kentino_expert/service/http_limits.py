@@ -142,9 +142,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._count_wire(phase, len(data))
 
     def _invalid(self) -> None:
-        self._disarm()
+        """A request httptools cannot parse: the API's JSON 400 (uvicorn's own is plain text), then close."""
         self.logger.warning("Invalid HTTP request received.")
-        self.send_400_response("Invalid HTTP request received.")
+        self._refuse(400, "request", "not a valid HTTP/1.1 request (its request line, a header field, "
+                                     "Content-Length, Transfer-Encoding or the chunk framing)")
 
     def _count_wire(self, phase: str, size: int) -> None:
         self._wire[phase] += size
