@@ -127,6 +127,29 @@ class TestValidation:
         with pytest.raises(KnowledgeError, match=rf"gpus\[{len(ids) - 1}\]: '{ids[0]}' already names '{ids[0]}'"):
             load_knowledge(root)
 
+    @pytest.mark.parametrize("filename, field", [("gpus.yaml", "memory_gb"), ("models.yaml", "params_b"),
+                                                 ("links.yaml", "bandwidth_gbs")])
+    def test_an_infinite_number_is_refused_at_its_entry(self, tmp_path, filename, field):
+        """`.inf` for a positive number is refused where it is written, not met as zeros and infinities in every
+        rule example's sizing."""
+        root = copy_knowledge(tmp_path)
+        path = root / filename
+        text = path.read_text()
+        line = next(line for line in text.splitlines() if line.strip().startswith(f"{field}:"))
+        path.write_text(text.replace(line, f"{line.split(':')[0]}: .inf", 1))
+        with pytest.raises(KnowledgeError, match=rf"{field}: Input should be a finite number") as caught:
+            load_knowledge(root)
+        assert caught.value.location.file.endswith(filename)
+
+    def test_a_heuristic_id_given_twice_is_refused(self, tmp_path):
+        """A second entry with the same heuristic id is refused at its line (it used to replace the first's text)."""
+        root = copy_knowledge(tmp_path)
+        path = root / "heuristics.yaml"
+        path.write_text(path.read_text() + "- id: H-FIT-CAPACITY\n  section: x\n  text: duplicate\n")
+        with pytest.raises(KnowledgeError, match="duplicate heuristic id 'H-FIT-CAPACITY'") as caught:
+            load_knowledge(root)
+        assert caught.value.location.line > 1
+
     def test_latency_class_must_exist(self, tmp_path):
         """A target for an unknown latency class is refused at its line."""
         root = copy_knowledge(tmp_path)

@@ -24,7 +24,8 @@ from .sizing_schema import check_sizing, check_sizing_names
 from .vocabulary import LATENCIES
 from .workload import fact_problem
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+# allow_inf_nan=False: PositiveFloat takes .inf, which then divides into zeros and infinities inside the sizing
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class LocalAttention(BaseModel):
@@ -349,6 +350,9 @@ def _heuristics(data, path: Path) -> dict[str, dict]:
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
             raise KnowledgeError("each heuristic needs 'id' and 'text'",
                                  location=location_of(entries, index, str(path)))
+        where = location_of(entries, index, str(path))
+        if item["id"] in out:  # the second would replace the first's text in every page and explanation
+            raise KnowledgeError(f"duplicate heuristic id '{item['id']}'", location=where)
         out[item["id"]] = {"section": str(item.get("section", "")), "text": item["text"]}
     return out
 
