@@ -66,6 +66,14 @@ class TestMistakes:
         found = _diagnostic(tmp_path, "cards: [rtx-pro-6000,", "cards: [rtx-pro-600,")
         assert found.code == "E035" and found.suggestion == "rtx-pro-6000"
 
+    @pytest.mark.parametrize("key", ["order", "kinds", "cards"])
+    def test_an_empty_list(self, tmp_path, key):
+        """An empty order, kinds or cards is E035 at its key: an empty order would not even rank buildable first."""
+        text = (ROOT / "rules" / "selection.yaml").read_text()
+        line = next(line for line in text.splitlines() if line.strip().startswith(f"{key}:"))
+        found = _diagnostic(tmp_path, line, f"  {key}: []")
+        assert (found.code, found.message) == ("E035", f"selection.{key}: needs at least one value")
+
     def test_unknown_name_in_a_condition(self, tmp_path):
         """A works condition on a name that does not exist is E102 at its column."""
         found = _diagnostic(tmp_path, "not time_to_result_days > deadline_days", "not time_to_result > deadline_days")

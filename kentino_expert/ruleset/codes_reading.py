@@ -196,7 +196,8 @@ POLICY = (
          "buildable, flow-precision, lighter-kind, fewer-gpus, fewer-nodes and card-preference; `kinds` the "
          "kinds (and dp-replicas-of-units); `cards` the cards of knowledge/gpus.yaml; `precisions` maps tasks "
          "to precisions; `works` is a list of {id, heuristics, when, figure, says}. A value outside these, one "
-         "listed twice, or a part of the wrong shape cannot be ordered or tried.",
+         "listed twice, an empty `order`, `kinds` or `cards` (an empty order would rank nothing, not even "
+         "`buildable`), or a part of the wrong shape cannot be ordered or tried.",
          "selection:\n  order: [buildable, cheapest]\n  kinds: [single-node]\n  cards: [rtx-pro-6000]\n",
          "Use the names the message lists (`rules check --explain E035`); list each once.",
          file="rules/selection.yaml", schema=True),

@@ -102,6 +102,8 @@ def _choices(body, key: str, allowed: tuple, display: str, sink) -> tuple[str, .
         return ()
     values = id_list(body, key, display, sink)
     holder = body[key] if isinstance(body[key], list) else None
+    if holder == []:  # an empty order ranks nothing (not even `buildable`); empty kinds or cards prefer nothing
+        sink.error(location_of(body, key, display), "E035", f"selection.{key}: needs at least one value")
     for index, value in enumerate(values):
         where = location_of(holder, index, display) if holder is not None else location_of(body, key, display)
         if value not in allowed:
