@@ -47,14 +47,19 @@ class ProjectFile:
 
 def _read_toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise ProjectFileError(f"cannot read: {getattr(exc, 'strerror', None) or exc}",
                                location=Location(str(path))) from None
     except tomllib.TOMLDecodeError as exc:
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
-        location = Location(str(path), int(where.group(1)), int(where.group(2))) if where else Location(str(path))
+        message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
+        if where:
+            location = Location(str(path), int(where.group(1)), int(where.group(2)))
+        else:  # tomllib says "(at end of document)": the place after the last character
+            lines = text.split("\n")
+            location = Location(str(path), len(lines), len(lines[-1]) + 1)
         raise ProjectFileError(f"invalid TOML: {message}", location=location) from None
 
 

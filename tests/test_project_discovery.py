@@ -86,6 +86,7 @@ class TestFindProject:
         ('rules = 3\n', "kentino.toml: rules must be a directory path (a string)"),
         ('rule = "rules"\n', "kentino.toml: unknown key rule (known: rules, knowledge) (did you mean 'rules'?)"),
         ('[x]\nrules = rules\n', "kentino.toml:2:9: invalid TOML: Invalid value"),
+        ('rules = ', "kentino.toml:1:9: invalid TOML: Invalid value"),  # tomllib: "(at end of document)"
     ])
     def test_a_broken_project_file_is_an_error_naming_it(self, tmp_path, text, message):
         """A wrong project file is never silently skipped: it is an error naming the file (and line:col)."""
