@@ -209,6 +209,13 @@ class TestParsing:
         _only(check(_rule(f'"concurrency in [{items}]"')), "E201", "x.yaml:5:24:", "at most 64", "engine-safety")
 
 
+    def test_a_long_list_of_wrong_items_is_a_few_lines(self, check):
+        """10,000 items of the wrong type give ten E103 lines and one for the rest, not 10,000 lines."""
+        items = ", ".join(f"'x{i}'" for i in range(10_000))
+        found = [d for d in check(_rule(f'"concurrency in [{items}]"')) if "E103" in d]
+        assert len(found) == 11 and sum("(9990 not checked)" in line for line in found) == 1
+
+
 class TestNamesAndTypes:
     """Defects 3, 4 and the catalog: values that would break or silently skip answers."""
 

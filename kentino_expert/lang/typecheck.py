@@ -11,6 +11,7 @@ from .valuetypes import BOOL, MIXED, NUMBER, TEXT, is_enum, literal_type
 from .valuetypes import base_type as _base
 
 _ORDERING = ("<", "<=", ">", ">=")
+MAX_ITEM_ERRORS = 10  # wrong items of one `in` list reported one by one; then one line for the rest
 
 
 class _Checker:
@@ -102,7 +103,12 @@ class _Checker:
 
     def membership(self, node: nodes.In):
         kind = self.value(node.left)
-        for item in node.items:
+        before = len(self.sink.errors)
+        for checked, item in enumerate(node.items):
+            if len(self.sink.errors) - before >= MAX_ITEM_ERRORS:  # a pasted 100,000-item list: not 100,000 lines
+                self.error(node, "E103", f"more items of this list are wrong ({len(node.items) - checked} not "
+                                         f"checked); correct the ones above first")
+                return
             if kind is not None and _base(kind) != literal_type(item.value):
                 self.error(item, "E103", f"list item {item.value!r} is not a {_base(kind)}")
             else:
