@@ -122,7 +122,9 @@ class TestExplain:
 
     @pytest.mark.parametrize("code,fragment", [("W36", "(did you mean 'W306'?)"),
                                                ("E999", "known codes: E001-E002, E004, E010-E018"),
-                                               ("nonsense\x1b", "unknown diagnostic code 'nonsense\\x1b'")])
+                                               ("nonsense\x1b", "unknown diagnostic code 'nonsense\\x1b'"),
+                                               ("E" * 100_000, "'" + "E" * 40 + "...'")],
+                             ids=["close", "far", "control", "huge"])
     def test_an_unknown_code_is_one_line_with_a_suggestion(self, code, fragment):
         """Exit 2, one printable line on stderr, nothing on stdout; the closest code or the known ones."""
         result = CliRunner().invoke(main, ["rules", "check", "--explain", code])

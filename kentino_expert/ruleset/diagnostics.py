@@ -109,9 +109,13 @@ def explain(code: str) -> str:
         return explanation_page(REGISTRY[wanted])
     if wanted in RETIRED:
         return RETIRED[wanted] + "\n"
-    close = did_you_mean(wanted, REGISTRY)
+    close = did_you_mean(wanted, REGISTRY) if len(wanted) <= MAX_CODE_ECHO else None
     known = "" if close else f" (known codes: {_spans(REGISTRY)})"
-    raise UnknownCode(with_suggestion(f"unknown diagnostic code '{printable(code)}'{known}", close))
+    quoted = code if len(code) <= MAX_CODE_ECHO else code[:MAX_CODE_ECHO] + "..."
+    raise UnknownCode(with_suggestion(f"unknown diagnostic code '{printable(quoted)}'{known}", close))
+
+
+MAX_CODE_ECHO = 40  # of an unknown code, this much is quoted back (a code is four characters)
 
 
 def _wrapped(text: str) -> str:
