@@ -346,3 +346,12 @@ class TestRulesDocsOutdir:
         assert line == f"error: {outdir}: cannot write the rule pages: No space left on device"
         assert {p.name: p.read_text() for p in tmp_path.rglob("*") if p.is_file()} == before
         assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["new", "pages", *before] if earlier else [])
+
+    def test_a_guide_that_is_not_utf8_stops_before_any_page(self, tmp_path):
+        """A non-UTF-8 guide is one line naming it, before OUTDIR is created."""
+        guides = tmp_path / "guides"
+        guides.mkdir()
+        (guides / "x.md").write_bytes(b"\xff\xfe")
+        line = one_line_error(rules_docs(tmp_path / "out", "--guides", guides))
+        assert f"{guides / 'x.md'}: cannot read: not UTF-8" in line
+        assert not (tmp_path / "out").exists()

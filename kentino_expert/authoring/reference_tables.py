@@ -309,22 +309,41 @@ def guides(directory) -> list[Path]:
     return sorted(Path(directory).glob("*.md"))
 
 
-def refresh_guides(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> list[Path]:
-    """Rewrite the generated blocks of every guide in `directory`; the guides that changed. Every guide is
-    checked before any is written, so a bad marker leaves them all as they were."""
+def read_guide(path: Path) -> str:
+    """A guide's text, or one error naming the guide when it cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise KentinoError(f"cannot read: not UTF-8 (byte {exc.start}: {exc.reason})",
+                           location=Location(str(path))) from None
+    except OSError as exc:
+        raise KentinoError(f"cannot read: {exc.strerror or exc}", location=Location(str(path))) from None
+
+
+def guide_updates(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[Path, str]:
+    """The new text of every guide in `directory` whose generated blocks are stale. Every guide is read and
+    checked and nothing is written, so a caller can check the guides before it writes anything."""
     tables, updates = render_all(ruleset, knowledge, passed_in), {}
     for path in guides(directory):
-        text = path.read_text(encoding="utf-8")
+        text = read_guide(path)
         new = refreshed(text, tables, str(path))
         if new != text:
             updates[path] = new
+    return updates
+
+
+def write_guides(updates: dict[Path, str]) -> list[Path]:
+    """Write the guides guide_updates found stale; the guides written."""
     for path, new in updates.items():
-        path.write_text(new, encoding="utf-8")
+        try:
+            path.write_text(new, encoding="utf-8")
+        except OSError as exc:
+            raise KentinoError(f"cannot write: {exc.strerror or exc}", location=Location(str(path))) from None
     return list(updates)
 
 
-def stale_guides(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> list[Path]:
-    """The guides of `directory` whose generated blocks differ from the current tables."""
-    tables = render_all(ruleset, knowledge, passed_in)
-    return [path for path in guides(directory)
-            if refreshed(path.read_text(encoding="utf-8"), tables, str(path)) != path.read_text(encoding="utf-8")]
+def refresh_guides(directory, ruleset, knowledge, passed_in: dict[str, str] | None = None) -> list[Path]:
+    """Rewrite the generated blocks of every guide in `directory`; the guides that changed. Every guide is
+    checked before any is written, so a bad marker leaves them all as they were."""
+    return write_guides(guide_updates(directory, ruleset, knowledge, passed_in))
+

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..authoring.reference_tables import options_table, refresh_guides
+from ..authoring.reference_tables import guide_updates, options_table, write_guides
 from ..authoring.rule_pages import rule_examples_yaml, write_docs
 from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_markdown
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
@@ -169,13 +169,12 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
 def rules_docs(outdir, rules_dir, knowledge_dir, guides):
     """Write one Markdown page per rule and an index to OUTDIR."""
     expert = make_expert(rules_dir, knowledge_dir)
+    # the guides are read and checked first: a bad one stops the command before any page is written
+    updates = None if guides is None else guide_updates(guides, expert.ruleset, expert.knowledge, cli_tables())
     written = write_docs(expert, outdir)
     click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
-    if guides is not None:
-        try:
-            changed = refresh_guides(guides, expert.ruleset, expert.knowledge, cli_tables())
-        except OSError as exc:
-            raise UserError(f"{guides}: {exc}") from None
+    if updates is not None:
+        changed = write_guides(updates)
         click.echo(f"refreshed the generated tables of {len(changed)} guide(s) in {guides}")
 
 
