@@ -388,6 +388,12 @@ class TestDiffBase:
         assert_one_line_error(run_cli("rules", "diff", "--base", "HEAD:rules", env={"TMPDIR": str(tmp_path)}),
                               "--base 'HEAD:rules' is neither a directory nor a git revision")
 
+    def test_a_broken_base_says_it_is_the_base(self, rules_copy):
+        """An unreadable file in the --base rules is blamed on the base, not on rules/fit.yaml of the new set."""
+        (rules_copy / "fit.yaml").write_bytes(b"\xff\xfe")
+        result = run_cli("rules", "diff", "--base", rules_copy, ROOT / "tests" / "scenarios" / "reference.yaml")
+        assert_one_line_error(result, f"error: base {rules_copy}: rules/fit.yaml: E001")
+
     @needs_git
     def test_nothing_left_behind(self, tmp_path):
         """After `rules diff --base HEAD` the temporary directory holds nothing new."""

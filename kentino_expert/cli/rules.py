@@ -17,6 +17,7 @@ from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_mark
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
 from ..decisions import published
 from ..decisions.connect import log_target
+from ..errors import KentinoError, printable
 from ..ruleset.diagnostics import UnknownCode, explain
 from ..sandbox import Limits, check_in_sandbox
 from .common import (
@@ -136,9 +137,10 @@ def _echo_test_report(expert, failed, coverage, show_coverage, below, min_covera
 def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
     """Show which answers change between the --base rules and the new ones; exit 1 if any."""
     workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
-    with checkout_rules(base, Path(rules_dir)) as base_dir:  # the base rules are read into memory here
-        old_expert = make_expert(base_dir, knowledge_dir)
+    # the new side first: an error in the knowledge both sides share is not the base's
     new_expert = make_expert(rules_dir, knowledge_dir)
+    with checkout_rules(base, Path(rules_dir)) as base_dir:  # the base rules are read into memory here
+        old_expert = _base_expert(base, base_dir, knowledge_dir)
     changes = diff(old_expert, new_expert, workloads, progress(len(workloads) >= 1000 and fmt == "text"))
     old_digest, new_digest = old_expert.ruleset.digest, new_expert.ruleset.digest
     if fmt == "json":
@@ -158,6 +160,15 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
         click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision/card, "
                    f"{len(changes) - moved} in the rules that decided)")
     sys.exit(1 if changes else 0)
+
+
+def _base_expert(base: str, base_dir: Path, knowledge_dir):
+    """The Expert of the base rules. Both sides' files are named rules/NAME.yaml (a git base is extracted to a
+    temporary rules/), so each line of an error here says it is the base's."""
+    try:
+        return make_expert(base_dir, knowledge_dir)
+    except KentinoError as exc:
+        raise UserError("\n".join(f"base {printable(base)}: {line}" for line in str(exc).split("\n"))) from None
 
 
 @rules_group.command("docs")
