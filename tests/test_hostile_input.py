@@ -362,6 +362,41 @@ class TestDocumentLimits:
             load_yaml("#" * (yamlsrc.MAX_CHARACTERS + 1))
 
 
+def _limit_memory():  # in the child, before exec: an unbounded read fails at 1 GB instead of filling the machine
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+class TestUnboundedInput:
+    """`recommend FILE|-` reads no more than its 1 MB limit: an endless source is refused at once, named."""
+
+    def test_dev_zero_as_the_file(self):
+        """/dev/zero as FILE is refused as too large, within the memory a read of 1 MB needs."""
+        result = subprocess.run([sys.executable, "-m", "kentino_expert", "recommend", "/dev/zero"], text=True,
+                                capture_output=True, cwd=ROOT, timeout=ATTACK_SECONDS, preexec_fn=_limit_memory)
+        assert_one_line_error(result, "/dev/zero: input larger than 1 MB")
+
+    def test_endless_stdin(self):
+        """A generator that never stops writing to stdin is refused, not read until memory runs out."""
+        endless = subprocess.Popen([sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('task: x\\n')"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            result = subprocess.run([sys.executable, "-m", "kentino_expert", "recommend", "-"], stdin=endless.stdout,
+                                    text=True, capture_output=True, cwd=ROOT, timeout=ATTACK_SECONDS,
+                                    preexec_fn=_limit_memory)
+        finally:
+            endless.kill()
+            endless.wait()
+            endless.stdout.close()
+        assert_one_line_error(result, "<stdin>: input larger than 1 MB")
+
+    def test_one_byte_past_the_limit_on_stdin(self):
+        """1,000,001 bytes on stdin are refused naming <stdin>; exactly 1,000,000 are read as facts."""
+        assert_one_line_error(run_cli("recommend", "-", stdin="#" * 1_000_001), "<stdin>: input larger than 1 MB")
+        result = run_cli("recommend", "-", stdin="task: inference\n" + "#" * (1_000_000 - 16))
+        assert result.returncode == 0 and result.stdout.startswith("SINGLE-NODE"), result.stderr
+
+
 def _git_checkout() -> bool:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode == 0
 

@@ -18,18 +18,27 @@ from .decisions import decisions, explain
 from .rules import rules_group, test_command
 from .service import mcp, serve
 
+MAX_INPUT_BYTES = 1_000_000  # the facts' limit (workload.read_facts), applied while reading
+
 
 def _read_input(path: str) -> tuple[str, str]:
-    if path == "-":
-        try:
-            return sys.stdin.buffer.read().decode("utf-8"), "<stdin>"
-        except UnicodeDecodeError as exc:
-            raise UserError(f"<stdin>: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
+    """The text of FILE or stdin, read no further than one byte past the limit: /dev/zero or an endless pipe
+    is refused at once instead of growing until memory runs out."""
+    source = "<stdin>" if path == "-" else path
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read(), path
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise UserError(f"{source}: input larger than 1 MB")
+    try:
+        return data.decode("utf-8"), source
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
 
 
 @click.group(cls=KentinoGroup)
