@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -279,6 +280,54 @@ def test_cli_read_commands_refuse_a_missing_or_empty_log_in_url_form(tmp_path, e
         log.record(CHAT, expert.recommend(CHAT), "cli")
     listed = runner.invoke(_cli(), ["decisions", "list", "--db", f"sqlite://{tmp_path / 'real.db'}"])
     assert listed.exit_code == 0 and "1 decision(s)" in listed.output
+
+
+def _foreign_databases(tmp_path) -> list[Path]:
+    """SQLite files of another application: plain, in WAL mode, and with a `decisions` table of its own."""
+    made = []
+    for name, statements in (("app.db", ["CREATE TABLE customers (id INTEGER)"]),
+                             ("wal.db", ["PRAGMA journal_mode = WAL", "CREATE TABLE customers (id INTEGER)"]),
+                             ("mine.db", ["CREATE TABLE decisions (id INTEGER, verdict TEXT)"])):
+        conn = sqlite3.connect(tmp_path / name)
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+        conn.close()
+        made.append(tmp_path / name)
+    return made
+
+
+def test_cli_read_commands_leave_a_foreign_sqlite_file_unchanged(tmp_path):
+    """Every command that must find a log refuses another app's SQLite file in one line, its bytes unchanged
+    and nothing created beside it (no schema, no -wal or -shm)."""
+    import hashlib
+    files = _foreign_databases(tmp_path)
+    before = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+    runner = CliRunner()
+    for path in files:
+        for args in (["decisions", "list"], ["decisions", "show", "x"], ["decisions", "replay", "x"],
+                     ["decisions", "prune", "--before", "2020-01-01"], ["explain", "x"]):
+            result = runner.invoke(_cli(), [*args, "--db", str(path)])
+            assert result.exit_code == 2, (path, args, result.output)
+            assert result.output.splitlines() == [result.output.strip()] and "Traceback" not in result.output
+            assert result.output.startswith(f"error: {path}: not a Kentino decision log"), result.output
+    assert {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in files)
+    tables = sqlite3.connect(tmp_path / "app.db").execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("customers",)]
+
+
+def test_cli_read_commands_still_read_a_log_in_use(tmp_path, expert):
+    """A log another process holds open (its -wal file present) and one closed are both read."""
+    db = tmp_path / "busy.db"
+    runner = CliRunner()
+    with open_log(db) as log:
+        log.record(CHAT, expert.recommend(CHAT), "cli")
+        assert (tmp_path / "busy.db-wal").exists()
+        listed = runner.invoke(_cli(), ["decisions", "list", "--db", str(db)])
+        assert listed.exit_code == 0 and "1 decision(s)" in listed.output, listed.output
+    listed = runner.invoke(_cli(), ["decisions", "list", "--db", f"sqlite://{db}"])
+    assert listed.exit_code == 0 and "1 decision(s)" in listed.output, listed.output
 
 
 def test_postgres_url_password_is_masked_everywhere():

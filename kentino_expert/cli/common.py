@@ -9,6 +9,7 @@ import click
 
 from ..decisions.connect import log_target, open_log, sqlite_path
 from ..decisions.log import DecisionLog
+from ..decisions.sqlite import not_a_log
 from ..errors import KentinoError, printable
 from ..expert import Expert
 from ..paths import locate
@@ -86,6 +87,9 @@ def _check_log_file(target: str) -> None:
         raise UserError(f"no decision log at {target} (give --db or set KENTINO_DB)")
     if empty:  # a log, even one without decisions, holds its schema; WAL mode writes it at once
         raise UserError(f"{target} is an empty file, not a decision log (give --db or set KENTINO_DB)")
+    problem = not_a_log(path)  # before open_log, which would write the schema into another app's database
+    if problem:
+        raise UserError(f"{target}: {problem}")
 
 
 # Every command names the directories it read: a text report in its own words (sources_line), a JSON

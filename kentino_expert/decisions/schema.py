@@ -22,6 +22,7 @@ SCHEMA_VERSION = 3
 ROW_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
                "engine", "instance")
 COLUMNS = ROW_COLUMNS + ("status", "summary")  # what a write stores
+V1_COLUMNS = tuple(c for c in ROW_COLUMNS if c != "instance")  # the table of version 1: every log has these
 LIST_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "kind", "digest", "engine", "status",
                 "summary", "instance")  # what a listing reads: no JSON column
 # any transaction that migrates the table first takes this lock (released at its commit)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import DecisionLogError, LogUnavailable
 from .log import DecisionLog, reason_of
 from .readers import ReaderPool
-from .schema import COLUMNS, migrate_sqlite
+from .schema import COLUMNS, V1_COLUMNS, migrate_sqlite
 
 READERS = 2  # read connections at most (a listing is short: one page)
 
@@ -152,6 +152,35 @@ class SqliteDecisionLog(DecisionLog):
                 if not isinstance(exc, Exception):
                     raise
                 raise DecisionLogError(f"decision log {self.path}: not writable: {reason_of(exc)}") from None
+
+
+def not_a_log(path: str | os.PathLike) -> str | None:
+    """Why the existing file `path` is no Kentino decision log (no SQLite database, no `decisions` table of
+    the log's shape), or None when it is one; read-only, so a foreign database is left as it was.
+
+    Opening a log (SqliteDecisionLog) writes: WAL mode, the schema, migrations. A read command checks
+    here first. Without a -wal file no connection has the database open and it is read as immutable,
+    which creates no -wal or -shm beside it (a read-only connection to a WAL database would)."""
+    path = Path(path).resolve()
+    immutable = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro{immutable}", uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        return f"cannot read: {exc}"
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(decisions)")}
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(exc):
+            return "not a Kentino decision log (not an SQLite database)"
+        return f"cannot read: {exc}"
+    finally:
+        conn.close()
+    if not columns:
+        return "not a Kentino decision log (no 'decisions' table)"
+    missing = [c for c in V1_COLUMNS if c not in columns]
+    if missing:
+        return f"not a Kentino decision log (its 'decisions' table has no {', '.join(missing)})"
+    return None
 
 
 def _retry_locked(step, seconds: float = 30.0) -> None:
