@@ -244,6 +244,12 @@ class TestScenarioRunner:
         ("  expect: {warnings: not-a-list}\n", "3:12: expect.warnings: must be a list of names"),
         ("  expect: {nodes: two}\n", "3:12: expect.nodes: must be a whole number"),
         ("  expect: {figures: {node_vram_gb: {mn: 3}}}\n", "expect.figures: figure 'node_vram_gb' needs a number"),
+        ("  expect: {figures: {node_vram_gb: {min: .nan}}}\n",
+         "3:12: expect.figures: figure 'node_vram_gb' needs a finite number, not nan"),
+        ("  expect: {figures: {node_vram_gb: {max: .inf}}}\n", "needs a finite number, not inf"),
+        ("  expect: {figures: {node_vram_gb: -.inf}}\n", "needs a finite number, not -inf"),
+        ("", "s.yaml:1:3: each scenario needs 'name', 'facts' and 'expect': 'expect' is missing"),
+        ("  expect:\n", "s.yaml:3:3: each scenario needs 'name', 'facts' and 'expect': 'expect' has no value"),
     ])
     def test_misshapen_scenario_is_refused_not_ignored(self, tmp_path, body, message):
         """A misspelt key or a wrongly typed expectation is a located error, never a silent pass."""
@@ -251,6 +257,40 @@ class TestScenarioRunner:
         path.write_text("- name: x\n  facts: {task: lora}\n" + body)
         result = cli("test", path)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+    def test_scenario_without_a_name_is_refused(self, tmp_path):
+        """A scenario without `name` is refused at its location, as the error for a malformed item says."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- facts: {task: lora, model: llama-3.1-8b}\n  expect: {kind: single-node}\n")
+        result = cli("test", path)
+        assert result.exit_code == 2, result.output
+        assert "s.yaml:1:3: each scenario needs 'name', 'facts' and 'expect': 'name' is missing" in result.output
+
+    def test_an_empty_expect_is_a_deliberate_evaluation_check(self, tmp_path):
+        """`expect: {}` is written on purpose: the scenario passes when its facts evaluate."""
+        path = tmp_path / "s.yaml"
+        path.write_text("- name: evaluates\n  facts: {task: lora, model: llama-3.1-8b}\n  expect: {}\n")
+        result = cli("test", path, "--no-coverage")
+        assert result.exit_code == 0 and result.output.strip().endswith("1 passed, 0 failed"), result.output
+
+    @pytest.mark.parametrize("layout", ["empty directory", "directory of other files", "empty list", "beside good"])
+    def test_a_path_with_no_scenarios_is_an_error(self, tmp_path, layout):
+        """A named path that holds no scenario exits 2 naming it, even beside a path that holds some."""
+        empty = tmp_path / "suite"
+        empty.mkdir()
+        args = [empty]
+        if layout == "directory of other files":
+            (empty / "notes.yml").write_text("- name: x\n  facts: {task: lora}\n  expect: {}\n")
+        elif layout == "empty list":
+            empty = empty / "none.yaml"
+            empty.write_text("[]\n")
+            args = [empty]
+        elif layout == "beside good":
+            args = [SCENARIOS / "reference.yaml", empty]
+        result = cli("test", *args, "--no-coverage")
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {empty}: holds no scenarios"), result.output
 
 
 class TestDiff:

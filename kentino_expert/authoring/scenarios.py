@@ -1,6 +1,7 @@
 """Scenario tests a product manager writes: expectations on answers, a runner, and rule coverage."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,23 +49,29 @@ def load_scenarios(paths, ruleset=None) -> list[Scenario]:
     bad file stops before anything runs; `run_all` checks each scenario against the rule set it runs
     either way (callers such as `rules diff` load without one).
     """
-    files = []
-    for path in map(Path, paths):
-        files += sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
     scenarios = []
-    for path in files:
-        try:
-            data = load_yaml(path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read: {exc}") from None
-        except YamlSourceError as exc:
-            raise InputError(exc.message, location=exc.location) from None
-        if not isinstance(data, list):
-            raise InputError("a scenario file is a list of {name, facts, expect}", location=Location(str(path), 1, 1))
-        scenarios += [_scenario(item, data, index, str(path)) for index, item in enumerate(data)]
+    for given in map(Path, paths):
+        files = sorted(given.rglob("*.yaml")) if given.is_dir() else [given]
+        found = [scenario for path in files for scenario in _read_file(path)]
+        if not found:  # a run pointed at an empty or wrong directory would otherwise pass, checking nothing
+            why = " (no *.yaml file in it)" if given.is_dir() and not files else ""
+            raise InputError(f"{given}: holds no scenarios{why}: there is nothing to test")
+        scenarios += found
     if ruleset is not None:
         validate_scenarios(scenarios, ruleset)
     return scenarios
+
+
+def _read_file(path: Path) -> list[Scenario]:
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    except YamlSourceError as exc:
+        raise InputError(exc.message, location=exc.location) from None
+    if not isinstance(data, list):
+        raise InputError("a scenario file is a list of {name, facts, expect}", location=Location(str(path), 1, 1))
+    return [_scenario(item, data, index, str(path)) for index, item in enumerate(data)]
 
 
 SCENARIO_KEYS = ("name", "facts", "expect")
@@ -76,15 +83,25 @@ _COUNT_KEYS = ("nodes", "nodes_min", "nodes_max")
 
 def _scenario(item, container, index, filename) -> Scenario:
     where = location_of(container, index, filename)
-    if not isinstance(item, dict) or not isinstance(item.get("facts"), dict):
+    if not isinstance(item, dict):
         raise InputError("each scenario needs 'name', 'facts' and 'expect'", location=where)
     for key in item:
         if key not in SCENARIO_KEYS:  # a misspelt `expect` would otherwise check nothing at all
             raise InputError(f"unknown scenario key '{key}'", location=_key_location(item, key, where),
                              suggestion=did_you_mean(str(key), SCENARIO_KEYS))
-    expect = item.get("expect") or {}
+    for key in SCENARIO_KEYS:  # without `expect` a scenario checks nothing; `expect: {}` says so on purpose
+        if item.get(key) is None:
+            state = "has no value" if key in item else "is missing"
+            raise InputError(f"each scenario needs 'name', 'facts' and 'expect': '{key}' {state}",
+                             location=_key_location(item, key, where))
+    name = item["name"]
+    if isinstance(name, bool) or not isinstance(name, (str, int, float)) or not str(name).strip():
+        raise InputError("'name' must be a non-empty text", location=_key_location(item, "name", where))
+    if not isinstance(item["facts"], dict):
+        raise InputError("'facts' must be a mapping of input facts", location=_key_location(item, "facts", where))
+    expect = item["expect"]
     if not isinstance(expect, dict):
-        raise InputError("'expect' must be a mapping", location=where)
+        raise InputError("'expect' must be a mapping", location=_key_location(item, "expect", where))
     for key in expect:
         if key not in EXPECT_KEYS:
             raise InputError(f"unknown expectation '{key}'", location=_key_location(expect, key, where),
@@ -95,7 +112,7 @@ def _scenario(item, container, index, filename) -> Scenario:
                              suggestion=suggestion)
     items = {(key, i): loc for key in _LIST_KEYS if key in expect
              for i, loc in enumerate(getattr(expect[key], "item_locations", []))}
-    return Scenario(str(item.get("name", f"scenario {index + 1}")), _plain(item["facts"]), _plain(expect), where, items)
+    return Scenario(str(name), _plain(item["facts"]), _plain(expect), where, items)
 
 
 def _key_location(mapping, key, default):
@@ -130,6 +147,9 @@ def _shape_problem(key: str, value) -> str | None:
             if (isinstance(bound, dict) and (not bound or set(bound) - {"min", "max"})) or not all(
                     isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds):
                 return f"figure '{name}' needs a number or {{min: N, max: N}}"
+            odd = [b for b in bounds if isinstance(b, float) and not math.isfinite(b)]
+            if odd:  # every comparison with .nan is false: the bound would pass any value
+                return f"figure '{name}' needs a finite number, not {odd[0]}"
     return None
 
 
