@@ -119,3 +119,58 @@ def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
     assert "| no |" not in text and " was not chosen: " not in text
     assert f"kentino-expert decisions replay {decision_id}" in text and "the current rule set differs" in text
     other.close()
+
+
+def _malformed(answer: dict) -> dict:
+    """Answer files that are wrong in one place each, with the words the error must hold."""
+    def changed(edit):
+        copy = json.loads(json.dumps(answer))
+        edit(copy)
+        return json.dumps(copy)
+    return {
+        "bad kind": (changed(lambda a: a["recommendation"].update(kind="bogus")),
+                     "recommendation.kind: Input should be"),
+        "facts a string": (json.dumps({"answer": {"recommendation": 5}, "facts": "x"}), "facts: must be an object"),
+        "recommendation a number": (json.dumps({"answer": {**answer, "recommendation": 5}}),
+                                    "answer.recommendation: Input should be a valid dictionary"),
+        "alternatives a string": (changed(lambda a: a.update(alternatives="x")),
+                                  "alternatives: Input should be a valid list"),
+        "step missing": (changed(lambda a: a["trace"][0].pop("step")), "trace.0.step: Field required"),
+        "trace of strings": (changed(lambda a: a.update(trace=["x"])), "trace.0: Input should be a valid dictionary"),
+        "answer a number": (json.dumps({"answer": 5}), "answer: Input should be a valid dictionary"),
+        "100,000 deep": ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nests too deeply"),
+        "deep inside the answer": (changed(lambda a: a["facts"].update(x=json.loads("[" * 900 + "]" * 900))),
+                                   "nests too deeply to explain"),
+        "duplicate key": ('{"task": "inference", "task": "lora"}', "duplicate key 'task'"),
+        "NaN": ('{"task": "inference", "params_b": NaN}', "NaN is not a number"),
+        "a list": ("[1]", "expected a JSON object (an answer, a decision or facts), not a list"),
+    }
+
+
+@pytest.mark.parametrize("case", ["bad kind", "facts a string", "recommendation a number", "alternatives a string",
+                                  "step missing", "trace of strings", "answer a number", "100,000 deep",
+                                  "deep inside the answer", "duplicate key", "NaN", "a list"])
+def test_cli_explain_refuses_a_malformed_file_in_one_line(expert, tmp_path, case):
+    """A malformed answer or decision file is `error: FILE: field: problem`, exit 2, and no -o file written."""
+    from kentino_expert.cli.main import main as standalone
+    text, words = _malformed(expert.recommend(FINETUNE).model_dump(mode="json"))[case]
+    path, out = tmp_path / "answer.json", tmp_path / "out.md"
+    path.write_text(text)
+    result = CliRunner().invoke(standalone, ["explain", str(path), "-o", str(out)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    assert result.output.splitlines() == [result.output.strip()], result.output
+    assert result.output.startswith(f"error: {path}: ") and words in result.output, result.output
+    assert not out.exists()
+
+def test_cli_explain_reads_a_decisions_show_file(expert, tmp_path):
+    """What `decisions show` prints explains as the decision it is, with its id."""
+    from kentino_expert.cli.main import main as standalone
+    db = str(tmp_path / "cli.db")
+    with open_log(db) as log:
+        decision_id = log.record(FINETUNE, expert.recommend(FINETUNE), "cli", session_id="s1", turn=3)
+    runner = CliRunner()
+    shown = runner.invoke(standalone, ["decisions", "show", decision_id, "--db", db])
+    path = tmp_path / "decision.json"
+    path.write_text(shown.output)
+    result = runner.invoke(standalone, ["explain", str(path)])
+    assert result.exit_code == 0 and f"Decision `{decision_id}` via cli" in result.output, result.output

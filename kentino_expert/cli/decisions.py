@@ -11,9 +11,11 @@ from pathlib import Path
 import click
 
 from ..answer.explain import chart_files, explain_html, explain_markdown
+from ..answer.subject import checked_subject
 from ..decisions.meta import normalise_time
 from ..domain.vocabulary import KINDS
-from ..errors import KentinoError
+from ..domain.workload import strict_json_loads
+from ..errors import InputError, KentinoError
 from ..service.replay import replay
 from .common import (
     KentinoGroup,
@@ -168,12 +170,7 @@ def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
     """Explain a logged decision (by id) or an answer file (`recommend --format json` output, or facts)."""
     path = Path(target)
     if path.is_file():
-        try:
-            subject = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise UserError(f"{target}: not a JSON answer or decision: {exc}") from None
-        if not isinstance(subject, dict):
-            raise UserError(f"{target}: expected a JSON object (an answer, a decision or facts)")
+        subject = _read_subject(path, target)
     else:
         if target.endswith((".json", ".yaml", ".yml")):
             raise UserError(f"{target}: no such file")
@@ -196,6 +193,25 @@ def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
         click.echo(text, nl=False)
 
 
+
+
+def _read_subject(path: Path, target: str) -> dict:
+    """The answer, decision or facts in a JSON file, read as `recommend` reads JSON (strict: no duplicate key,
+    NaN or Infinity; depth-limited) and its shape checked (explain.checked_subject); else `TARGET: problem`."""
+    try:
+        data = strict_json_loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{target}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{target}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
+    except RecursionError:
+        raise UserError(f"{target}: not a JSON answer or decision: JSON nests too deeply") from None
+    except ValueError as exc:  # not JSON, a duplicate key, NaN, or an integer too long for Python
+        raise UserError(f"{target}: not a JSON answer or decision: {str(exc)[:200]}") from None
+    try:
+        return checked_subject(data)
+    except InputError as exc:
+        raise UserError(f"{target}: {exc}") from None
 
 
 def _write_charts(directory: Path, charts: dict[str, str]) -> None:
