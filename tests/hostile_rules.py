@@ -78,3 +78,28 @@ def always_true(root: Path, terms: int) -> Hostile:
 def overflow(root: Path) -> Hostile:
     return hostile_dir(root, "overflow", [rule_text("overflowing-nodes", "concurrency == 12345", 1, OVERFLOW,
                                                     "{task: inference, model: llama-3.1-70b, concurrency: 12345}")])
+
+
+@dataclass(frozen=True)
+class BadParameter:
+    """A copy of the bundled rules (`root/name/rules`) with one parameter's value replaced, and where that
+    value stands (`rules/parameters.yaml:line:col`)."""
+
+    directory: Path
+    where: str
+
+
+def bad_parameter(root: Path, name: str, value: str) -> BadParameter:
+    """The bundled rules with parameter `name`'s `value:` replaced by the YAML text `value`."""
+    directory = Path(root) / f"p-{name}-{abs(hash(value))}" / "rules"
+    if directory.exists():
+        shutil.rmtree(directory)
+    shutil.copytree(bundled("rules"), directory)
+    path = directory / "parameters.yaml"
+    text = path.read_text(encoding="utf-8")
+    start = text.index("value: ", text.index(f"\n  {name}:")) + len("value: ")
+    text = text[:start] + value + text[text.index("\n", start):]
+    path.write_text(text, encoding="utf-8")
+    line = text.count("\n", 0, start) + 1
+    column = start - text.rfind("\n", 0, start)
+    return BadParameter(directory, f"rules/parameters.yaml:{line}:{column}")

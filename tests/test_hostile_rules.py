@@ -115,6 +115,48 @@ def test_huge_but_finite_recommendation_answers(tmp_path):
     assert json.loads(done.stdout)["recommendation"]["nodes"] == int(70.6 * 1e300)
 
 
+# -- parameters.yaml: the sizing's own parameters have a range, and every parameter is a finite number ---
+
+@pytest.mark.parametrize("name,value,allowed", [
+    ("max_ib_cluster_nodes", "0", "a whole number from 1 to 4096"),
+    ("max_ib_cluster_nodes", "2.5", "a whole number from 1 to 4096"),
+    ("min_multi_nodes", "-1", "a whole number from 1 to 4096"),
+    ("full_node_gpus", "17", "a whole number from 1 to 16"),
+    ("training_fraction_max", "0", "a fraction above 0 and at most 1"),
+    ("weights_fraction_max", "1.5", "a fraction above 0 and at most 1"),
+    ("workload_fraction_max", "-0.9", "a fraction above 0 and at most 1")])
+def test_a_sizing_parameter_outside_its_range_is_one_error_at_its_value(tmp_path, name, value, allowed):
+    """0, -1 or 2.5 nodes, a fraction of 0 or 1.5: accepted silently once (2.5 truncated by int()); now one
+    error at the value naming the parameter and what it may be."""
+    bad = hostile.bad_parameter(tmp_path, name, value)
+    errors = [str(d) for d in check_directory(bad.directory).errors]
+    assert len(errors) == 1 and errors[0].startswith(f"{bad.where}: E036: parameter '{name}'"), errors
+    assert allowed in errors[0], errors
+
+
+@pytest.mark.parametrize("name,value", [("max_ib_cluster_nodes", "1000000"), ("max_ib_cluster_nodes", "1e308"),
+                                        ("full_node_gpus", "1e308")])
+def test_a_huge_sizing_parameter_is_refused_at_load_in_one_line(tmp_path, name, value):
+    """`recommend` loads without the sandbox: it once spun for minutes (or ran out of memory) sizing a unit
+    for every node count up to max_ib_cluster_nodes, before any check named the parameter."""
+    bad = hostile.bad_parameter(tmp_path, name, value)
+    done = _run("recommend", "--rules", str(bad.directory), "-", stdin="task: inference\nmodel: llama-3.1-70b\n",
+                timeout=60)  # run from here: from elsewhere `-m kentino_expert` may import another copy
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and bad.where in lines[0] and "E036" in lines[0] and name in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("name", ["max_ib_cluster_nodes", "hyperscale_qps"])
+@pytest.mark.parametrize("value", [".nan", ".inf", "1" + "0" * 400], ids=["nan", "inf", "401-digits"])
+def test_a_parameter_that_is_no_finite_number_is_one_error_at_its_value(tmp_path, name, value):
+    """NaN, infinity or an integer beyond a double once passed the reading and gave dozens of errors in
+    Python's words, blamed on the rules' examples or on every use of the parameter."""
+    bad = hostile.bad_parameter(tmp_path, name, value)
+    errors = [str(d) for d in check_directory(bad.directory).errors]
+    assert errors == [f"{bad.where}: E031: parameter '{name}' needs a finite numeric 'value'"], errors
+
+
 # -- generated hostile rule files ---------------------------------------------------------------------
 
 _NUMBERS = ["params_b", "concurrency", "context_tokens", "qps", "weights_fraction_fp8", "node_vram_gb"]

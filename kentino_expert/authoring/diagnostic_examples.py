@@ -46,13 +46,16 @@ def _joined(text: str, example: str, where: str) -> str:
 JOINED_FILES = ("parameters.yaml", "facts.yaml", "heuristics.yaml")
 
 
-def write_into(project: Path, file: str, text: str, without: str = "") -> None:
+def write_into(project: Path, file: str, text: str, without: str = "", replacing: str = "") -> None:
     """Put `text` into `project`'s `file`: a new file, or one not in JOINED_FILES (`rules/selection.yaml`),
     as it is; one of JOINED_FILES gains its entries (its first line is the file's top-level key). With
-    `without`, that entry is left out of `file` instead."""
+    `without`, that entry is left out of `file` instead; with `replacing`, that entry gives way to `text`'s."""
     target = project / file
     if without:
         target.write_text(_without_entry(target.read_text(encoding="utf-8"), without), encoding="utf-8")
+    elif replacing:
+        rest = _without_entry(target.read_text(encoding="utf-8"), replacing)
+        target.write_text(_joined(rest, text, file), encoding="utf-8")
     elif target.exists() and target.name in JOINED_FILES:
         target.write_text(_joined(target.read_text(encoding="utf-8"), text, file), encoding="utf-8")
     else:
@@ -69,7 +72,7 @@ def copy_project(project: Path) -> Path:
 def make_example(code: DiagnosticCode, project: Path) -> Path:
     """A copy of the bundled rules/ and knowledge/ under `project` with `code`'s example in it; the rules."""
     rules = copy_project(project)
-    write_into(project, code.file, code.example, code.without)
+    write_into(project, code.file, code.example, code.without, code.replacing)
     return rules
 
 

@@ -6,11 +6,46 @@ from dataclasses import dataclass
 
 from ..lang.valuetypes import BOOL, NUMBER, enum_of
 from .deadlines import DEADLINE_AT_LEAST_ONE, DEADLINE_FIGURE_SPECS
+from .workload import MAX_GPUS_PER_NODE, MAX_NODES
 
-# Parameters of rules/parameters.yaml the sizing itself reads (`rules check` requires them). The
+
+@dataclass(frozen=True)
+class ParameterRange:
+    """What a parameter the sizing reads may be: a number from `low` to `high` (above `low` when `above_low`),
+    a whole one when `whole`. These are the mechanism's bounds, not policy: the sizing builds a unit for every
+    node count up to max_ib_cluster_nodes, and a fraction of memory beyond (0, 1] means nothing."""
+
+    low: float
+    high: float
+    whole: bool = False
+    above_low: bool = False
+    what: str = "a number"
+
+    def holds(self, value: float) -> bool:
+        """Whether a finite number is in the range."""
+        if self.whole and value != int(value):
+            return False
+        return (value > self.low if self.above_low else value >= self.low) and value <= self.high
+
+    def __str__(self) -> str:
+        if self.above_low:
+            return f"{self.what} above {self.low:g} and at most {self.high:g}"
+        return f"{self.what} from {self.low:g} to {self.high:g}"
+
+
+NODE_COUNT = ParameterRange(1, MAX_NODES, whole=True, what="a whole number")
+GPU_COUNT = ParameterRange(1, MAX_GPUS_PER_NODE, whole=True, what="a whole number")
+MEMORY_FRACTION = ParameterRange(0, 1, above_low=True, what="a fraction")
+
+# Parameters of rules/parameters.yaml the sizing itself reads, and the values each may take (the rule set
+# is refused at load, E036, when one is outside it). All but full_node_gpus are required (E032); the
 # optional full_node_gpus only adds the full-node figures, so older rule sets still load for `rules diff`.
-SIZING_PARAMETERS = ("weights_fraction_max", "workload_fraction_max", "training_fraction_max", "min_multi_nodes",
-                     "max_ib_cluster_nodes")
+SIZING_PARAMETER_RANGES = {
+    "weights_fraction_max": MEMORY_FRACTION, "workload_fraction_max": MEMORY_FRACTION,
+    "training_fraction_max": MEMORY_FRACTION, "min_multi_nodes": NODE_COUNT, "max_ib_cluster_nodes": NODE_COUNT,
+    "full_node_gpus": GPU_COUNT}
+OPTIONAL_SIZING_PARAMETERS = ("full_node_gpus",)
+SIZING_PARAMETERS = tuple(name for name in SIZING_PARAMETER_RANGES if name not in OPTIONAL_SIZING_PARAMETERS)
 
 SHARDINGS = ("none", "fsdp")  # training state kept whole on every GPU (DDP), or sharded (FSDP / ZeRO-3)
 
@@ -166,7 +201,7 @@ AT_LEAST_ONE = frozenset({
     "latency_nodes_int4", "training_nodes",
     "qlora_nodes", "scale_out_nodes", "proposed_total_gpus", "demand_unit_nodes_fp8", "demand_unit_nodes_int4",
     "demand_units_fp8", "demand_units_int4"}) | DEADLINE_AT_LEAST_ONE
-TP_MAX = 16  # an in-node TP divides gpus_per_node, at most 16 (domain/workload.py)
+TP_MAX = MAX_GPUS_PER_NODE  # an in-node TP divides gpus_per_node (domain/workload.py)
 RANGES = {"tp_fp8": (1.0, TP_MAX), "tp_int4": (1.0, TP_MAX)}
 
 

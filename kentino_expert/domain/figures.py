@@ -12,6 +12,7 @@ from .figure_specs import (
     FIGURE_MAX,
     FIGURE_SPECS,
     PLAN_FIGURE_SPECS,
+    SIZING_PARAMETER_RANGES,
     SIZING_PARAMETERS,
     Figure,
     figure_range,
@@ -19,8 +20,8 @@ from .figure_specs import (
 from .scaling import calibrated_model
 from .vocabulary import INFERENCE_TASKS, PRECISIONS, TRAINING_TASKS
 
-__all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS", "Figure",
-           "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure"]
+__all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS",
+           "SIZING_PARAMETER_RANGES", "Figure", "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure"]
 
 def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
                     knowledge: Knowledge, params: dict) -> dict:

@@ -24,6 +24,8 @@ MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
 MIN_PARAMS_B = 1e-6
 MAX_KEY_ECHO = 40  # of an unknown or duplicate key, this much is quoted in the error
 _COUNT_HINT = "a token count such as 300B or 15T"
+MAX_NODES = 4096  # nodes of a proposed build: larger is a typo (the sizing's node-count parameters share it)
+MAX_GPUS_PER_NODE = 16  # the largest box anyone builds; also the bound of full_node_gpus and of an in-node TP
 
 
 def parse_token_count(value):
@@ -79,8 +81,8 @@ class ProposedBuild(BaseModel):
     """What the customer intends to buy."""
 
     model_config = _STRICT
-    nodes: int = Field(ge=1, le=4096)
-    gpus_per_node: int = Field(ge=1, le=16)
+    nodes: int = Field(ge=1, le=MAX_NODES)
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
     gpu: str | None = Field(default=None, max_length=200)
 
     _numbers = field_validator("nodes", "gpus_per_node", mode="before")(_not_a_flag)
@@ -95,7 +97,7 @@ class Workload(BaseModel):
     params_b: float | None = Field(default=None, ge=MIN_PARAMS_B, le=100_000)
     precision: Precision | None = None
     gpu: str | None = Field(default=None, max_length=200)
-    gpus_per_node: int | None = Field(default=None, ge=1, le=16)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE)
     concurrency: int | None = Field(default=None, ge=1, le=10_000_000)
     context_tokens: int | None = Field(default=None, ge=1, le=100_000_000)
     qps: float | None = Field(default=None, gt=0, le=1e12)

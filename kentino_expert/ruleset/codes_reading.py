@@ -164,11 +164,12 @@ THEN = (
 )
 
 POLICY = (
-    Code("E031", "error", "a parameter's value is not a number",
-         "Every parameter of `parameters.yaml` is a number, given alone (`name: 0.70`) or as `value:` "
-         "with its unit, heuristics and description. Text, true/false or nothing is not a number (YAML "
-         "1.2 reads `1e5` and `.5` as numbers, `1_000` and `yes` as text). The checks of the rules "
-         "fold the parameters' values in.",
+    Code("E031", "error", "a parameter's value is not a finite number",
+         "Every parameter of `parameters.yaml` is a finite number, given alone (`name: 0.70`) or as "
+         "`value:` with its unit, heuristics and description. Text, true/false or nothing is not a number "
+         "(YAML 1.2 reads `1e5` and `.5` as numbers, `1_000` and `yes` as text); `.nan`, `.inf` and an "
+         "integer beyond a double (over 309 digits) are no finite one. The checks of the rules fold the "
+         "parameters' values in, and the sizing computes with them.",
          "parameters:\n  max_nodes_shown:\n    value: eight\n    unit: nodes\n",
          "Write the number: `value: 8`.", file="rules/parameters.yaml", schema=True, root=True),
     Code("E032", "error", "a parameter the sizing reads is missing",
@@ -201,6 +202,18 @@ POLICY = (
          "selection:\n  order: [buildable, cheapest]\n  kinds: [single-node]\n  cards: [rtx-pro-6000]\n",
          "Use the names the message lists (`rules check --explain E035`); list each once.",
          file="rules/selection.yaml", schema=True),
+    Code("E036", "error", "a parameter the sizing reads is outside the values it can take",
+         "The sizing reads a few parameters itself (kentino_expert/domain/figure_specs.py, "
+         "SIZING_PARAMETER_RANGES), and each has the kind of value the mechanism can work with: a node "
+         "count (`min_multi_nodes`, `max_ib_cluster_nodes`) is a whole number up to the largest build the "
+         "input contract accepts, `full_node_gpus` a whole number up to the largest node, a fraction of "
+         "memory (`weights_fraction_max`, `workload_fraction_max`, `training_fraction_max`) above 0 and "
+         "at most 1. Outside that, the sizing means nothing or cannot finish: it tries a unit of every "
+         "node count up to `max_ib_cluster_nodes`, so a million hangs every command that loads the rules. "
+         "The rule set is refused when it is loaded, by every command.",
+         "parameters:\n  max_ib_cluster_nodes:\n    value: 1000000\n    unit: nodes\n",
+         "Give a value in the range the message names (`value: 4`); 2.5 nodes or a fraction of 1.5 is "
+         "a typo.", file="rules/parameters.yaml", replacing="max_ib_cluster_nodes", root=True),
 )
 
 READING_CODES = FILES + RULE_SHAPE + THEN + POLICY

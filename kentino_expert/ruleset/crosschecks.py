@@ -59,7 +59,8 @@ def check_sizing_parameters(files, parameters, sink) -> None:
     """The sizing reads a few parameters itself (figures.SIZING_PARAMETERS): deleting one is E032, a root
     cause (the figures, the ranges and the examples all depend on it)."""
     where = next((name for name in files if Path(name).name == "parameters.yaml"), None)
-    if where is None or any(d.is_root and d.code != "E031" and d.location.file == where for d in sink.errors):
+    read = ("E031", "E036")  # a parameter's value refused: the file was read, and the others are still checked
+    if where is None or any(d.is_root and d.code not in read and d.location.file == where for d in sink.errors):
         return  # parameters.yaml is missing or could not be read: that is said already
     for name in SIZING_PARAMETERS:
         if name not in parameters:

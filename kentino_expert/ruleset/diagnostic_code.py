@@ -14,7 +14,8 @@ class DiagnosticCode:
     `example` is a minimal bad YAML text as written in `file`, a path in a copy of the project: a new
     rule file (`rules/example.yaml`), or an existing file whose top-level mapping the example's entries
     join (`rules/parameters.yaml`, `rules/facts.yaml`, `knowledge/heuristics.yaml`); or, with `without`,
-    the entry of `file` whose absence the example shows; `environment` (`NAME=value`) is set while the
+    the entry of `file` whose absence the example shows, or with `replacing`, the entry of `file` the
+    example's entries take the place of; `environment` (`NAME=value`) is set while the
     example is checked (authoring/diagnostic_examples.py makes each example in a copy of the project
     and checks it). `trial` says the code is found by answering the examples in the
     sandbox; `schema` that the editor schema (docs/schema/rules.schema.json) refuses the example too;
@@ -30,6 +31,7 @@ class DiagnosticCode:
     fix: str
     file: str = "rules/example.yaml"
     without: str = ""
+    replacing: str = ""
     environment: str = ""
     trial: bool = False
     schema: bool = False
@@ -40,6 +42,8 @@ class DiagnosticCode:
         """In words, what the example is besides its text ('' when it is its text alone)."""
         if self.environment:
             return f"`rules check` run with `{self.environment}`"
+        if self.replacing:
+            return f"{self.file} with its `{self.replacing}` entry as shown"
         return f"{self.file} without its `{self.without}` entry" if self.without else ""
 
     @property
