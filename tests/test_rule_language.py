@@ -178,6 +178,57 @@ class TestDivisorsAndConstants:
         assert any(f": {code}: " in d and "finite" in d for d in check(_rule('"true"', then)))
 
 
+    @pytest.mark.parametrize("field,value,allowed", [
+        ("nodes", "-1", "from 1 to 1e24"), ("nodes", "0", "from 1 to 1e24"), ("nodes", "1e300", "from 1 to 1e24"),
+        ("nodes", "1.5", "from 1 to 1e24"), ("replicas", "0", "from 1 to 1e24"), ("tp", "2.5", "from 1 to 1e24"),
+        ("pp", "-3", "from 1 to 1e24"), ("dp", "1e25", "from 1 to 1e24"), ("gpus_per_node", "32", "from 1 to 16")])
+    def test_a_constant_count_outside_its_range_is_refused_at_the_value(self, check, field, value, allowed):
+        """`nodes: -1` printed a plan of -1 nodes, 1e300 a 301-digit count, 1.5 was truncated to 1 (audit D10)."""
+        then = f"recommend: {{kind: single-node, {field}: {value}}}"
+        column = 6 + then.index(f"{field}: ") + len(field) + 3  # then stands on line 7 after 6 spaces
+        _only(check(_rule('"true"', then)), "E027", f"x.yaml:7:{column}: E027: recommend.{field} must be a whole "
+              f"number {allowed}, not {value}")
+
+    def test_a_count_expression_that_folds_to_a_bad_constant_is_refused(self, check):
+        """Parameters folded in can make a count expression a constant too: `min_multi_nodes - 5` is -3 nodes."""
+        then = 'recommend: {kind: single-node, nodes: "min_multi_nodes - 5"}'
+        _only(check(_rule('"true"', then)), "E027", "recommend.nodes must be a whole number from 1 to 1e24, not -3")
+
+    def test_whole_constant_counts_pass(self, check):
+        """A whole count in range is fine, also written as 2.0."""
+        assert check(_rule('"true"', "recommend: {kind: single-node, nodes: 2.0, tp: 8, pp: 1, dp: 1, "
+                                     "replicas: 1, gpus_per_node: 16}")) == []
+
+    @pytest.mark.parametrize("when,divisor", [('"params_b > params_b / 0"', "/ 0"),
+                                              ('"not params_b > concurrency / 0.0"', "/ 0"),
+                                              ('"params_b > params_b / (1 - 1)"', "/ ("),
+                                              ('"params_b > params_b / (min_multi_nodes - 2)"', "/ (")])
+    def test_a_constant_zero_divisor_is_refused_at_the_slash(self, check, when, divisor):
+        """x / 0 is unknown by design, so a rule dividing by a constant 0 can never fire (or always does,
+        negated): `rules check` accepted it and recommend's answer flipped (audit D9)."""
+        column = 12 + when.strip('"').index(divisor)
+        _only(check(_rule(when)), "E208", f"x.yaml:5:{column}: E208: the condition: divides by 0")
+
+    def test_a_recommend_field_divided_by_zero_is_refused_at_the_slash(self, check):
+        """`dp: gpus_per_node / 0` dropped dp from every plan silently."""
+        then = 'recommend: {kind: single-node, dp: "gpus_per_node / 0"}'
+        _only(check(_rule('"true"', then)), "E208", f"x.yaml:7:{6 + then.index('/ 0') + 1}: E208: recommend.dp: "
+              "divides by 0")
+
+    def test_a_works_condition_divided_by_zero_is_refused(self, tmp_path):
+        """selection.yaml's `works` conditions are checked the same way."""
+        import shutil
+        rules = Path(shutil.copytree(ROOT / "rules", tmp_path / "rules"))
+        text = (rules / "selection.yaml").read_text()
+        old = 'when: "not time_to_result_days > deadline_days"'
+        assert old in text
+        (rules / "selection.yaml").write_text(text.replace(old, old[:-1] + ' / 0"'))
+        line = text[:text.index(old)].count("\n") + 1
+        column = text.index(old) - text.rfind("\n", 0, text.index(old)) + len(old)  # the `/` after the name
+        errors = [str(d) for d in check_directory(rules).errors]
+        _only(errors, "E208", f"rules/selection.yaml:{line}:{column}: E208: the condition: divides by 0")
+
+
 class TestParsing:
     """Defects 6 and 13: malformed or hostile conditions are E101 at the column, never a traceback."""
 

@@ -28,9 +28,10 @@ class ParameterRange:
         return (value > self.low if self.above_low else value >= self.low) and value <= self.high
 
     def __str__(self) -> str:
+        low, high = (f"{bound:g}".replace("e+", "e") for bound in (self.low, self.high))
         if self.above_low:
-            return f"{self.what} above {self.low:g} and at most {self.high:g}"
-        return f"{self.what} from {self.low:g} to {self.high:g}"
+            return f"{self.what} above {low} and at most {high}"
+        return f"{self.what} from {low} to {high}"
 
 
 NODE_COUNT = ParameterRange(1, MAX_NODES, whole=True, what="a whole number")
@@ -201,6 +202,10 @@ AT_LEAST_ONE = frozenset({
     "latency_nodes_int4", "training_nodes",
     "qlora_nodes", "scale_out_nodes", "proposed_total_gpus", "demand_unit_nodes_fp8", "demand_unit_nodes_int4",
     "demand_units_fp8", "demand_units_int4"}) | DEADLINE_AT_LEAST_ONE
+# What a recommend field that is a count may be when a rule gives it as a constant (rules check, E027):
+# a whole number of at least 1 within the figures' range; a node's GPUs within the input contract's.
+RECOMMENDED_COUNTS = {field: ParameterRange(1, FIGURE_MAX, whole=True, what="a whole number")
+                      for field in ("nodes", "replicas", "tp", "pp", "dp")} | {"gpus_per_node": GPU_COUNT}
 TP_MAX = MAX_GPUS_PER_NODE  # an in-node TP divides gpus_per_node (domain/workload.py)
 RANGES = {"tp_fp8": (1.0, TP_MAX), "tp_int4": (1.0, TP_MAX)}
 

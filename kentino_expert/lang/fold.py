@@ -21,6 +21,38 @@ def oversized_constant(node):
     return None
 
 
+def zero_divisor(node):
+    """The first division of a folded expression whose divisor is the constant 0, or None.
+
+    The language makes x / 0 unknown (no value), on purpose: a divisor that is 0 for some facts only
+    leaves that comparison false. A divisor that is 0 for all of them (`/ 0`, `/ (1 - 1)`, parameters
+    folded to 0) makes the comparison false on every answer, or the recommend field absent from every
+    plan: a mistake, never a choice.
+    """
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, nodes.Arith) and item.op == "/" and isinstance(item.right, nodes.Literal) and \
+                _numeric(item.right) and item.right.value == 0:
+            return item
+        stack.extend(reversed(nodes.children(item)))  # left to right: the first one written is reported
+    return None
+
+
+def check_divisors(folded, sink, rule_id, where, what: str) -> bool:
+    """E208 at the first division of `folded` by the constant 0 (True when there is one); `what` names the
+    condition or the recommend field (`recommend.dp`)."""
+    division = zero_divisor(folded)
+    if division is None:
+        return False
+    outcome = "the field is left out of every plan" if what.startswith("recommend.") else \
+        "a comparison with it is false on every answer (and its negation true)"
+    sink.error(where(division.pos), "E208", f"{what}: divides by 0 (the divisor is the constant 0 once "
+               f"parameters and constant arithmetic are folded in), so the quotient is never known: {outcome}",
+               rule=rule_id)
+    return True
+
+
 def fold(node, params):
     """Replace parameter names by their values and pre-compute constant arithmetic."""
     match node:

@@ -53,3 +53,10 @@ def finite_number(value) -> bool:
         return math.isfinite(float(value))
     except OverflowError:  # an exact integer beyond any double
         return False
+
+
+def short_number(value) -> str:
+    """A finite number as a message quotes it: as written when short (`1e300`, not `1e+300`), its first
+    digits when an integer has hundreds of them."""
+    text = repr(value) if len(repr(value)) <= 20 else f"{float(value):.6g}"
+    return text.replace("e+", "e")

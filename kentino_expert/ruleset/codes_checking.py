@@ -118,6 +118,14 @@ ENGINE = (
          "The message says what failed and while doing what, and names the rule when it was answering "
          "its example: simplify or split that rule, or, when the rule set is merely large, raise the "
          "limit.", trial=True, environment="KENTINO_SANDBOX_SECONDS=0.05"),
+    Code("E208", "error", "a division by the constant 0",
+         "The rule language makes `x / 0` unknown, on purpose: a divisor that is 0 for some facts leaves "
+         "only that comparison false (its negation true), or that recommend field out of that plan. A "
+         "divisor that is 0 for every fact, written as `0`, as constant arithmetic such as `(1 - 1)` or "
+         "as parameters that come to 0, makes the condition false on every answer (or true, negated) and "
+         "the field absent from every plan, silently: always a mistake. The column is the `/`.",
+         "rules:\n" + _rule("\"params_b > params_b / 0\""),
+         "Divide by what was meant (a figure, a parameter that is not 0), or remove the division.", ),
 )
 
 WARNINGS = (

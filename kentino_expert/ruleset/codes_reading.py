@@ -137,10 +137,13 @@ THEN = (
          "offers the closest).",
          _rule("", then="      recommend: {kind: single-node, precision: fp16}\n"),
          f"Use {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}.", schema=True),
-    Code("E027", "error", "a recommend field is not a finite number or an expression",
+    Code("E027", "error", "a recommend field is not a number it can be, or an expression",
          "`nodes`, `replicas`, `tp`, `pp`, `dp`, `gpus_per_node` (and the other recommend fields) take a "
          "finite number or an expression of the rule language. true/false, nothing, .inf and .nan are none "
-         "of these: no count and no JSON answer can hold them.",
+         "of these: no count and no JSON answer can hold them. A count given as a constant (or an "
+         "expression that is one once parameters are folded in) is a whole number of at least 1, at most "
+         "the figures' bound 1e24 (16 for `gpus_per_node`, the input contract's): `nodes: -1` would "
+         "print a plan of -1 nodes and `nodes: 1.5` be cut to 1.",
          _rule("", then="      recommend: {kind: multi-node-ib, nodes: true}\n"),
          "Give a number (`nodes: 2`) or an expression (`nodes: \"max(min_multi_nodes, training_nodes)\"`).",
          schema=True),

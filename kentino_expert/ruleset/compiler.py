@@ -16,7 +16,7 @@ from ..domain.catalog import Knowledge, catalog_of
 from ..domain.state import RECOMMENDED_KIND, recommendation_key, warning_key
 from ..errors import Location
 from ..lang import nodes
-from ..lang.fold import fold, oversized_constant
+from ..lang.fold import check_divisors, fold, oversized_constant
 from ..lang.intervals import check_finite
 from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
@@ -27,7 +27,7 @@ from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
 from .policies import read_fact_policies, read_parameters
 from .ranges import Ranges
-from .rulefile import SPECIAL_FILES, Condition, Rule, read_rule_file, read_rules
+from .rulefile import SPECIAL_FILES, Condition, Rule, count_problem, read_rule_file, read_rules
 from .selection import SELECTION_FILE, SelectionPolicy, read_selection
 
 # Mixed into every digest. It once named the durable backend's version; kept as it was so that the
@@ -174,7 +174,7 @@ def _checked_condition(condition: Condition, namespace, params, sink, ranges, ru
     errors = len(sink.errors)
     check_condition(condition.node, namespace, sink, rule_id, where)
     folded = fold(condition.node, params)
-    if len(sink.errors) == errors:
+    if len(sink.errors) == errors and not check_divisors(folded, sink, rule_id, where, "the condition"):
         check_finite(folded, ranges, sink, rule_id, where, "the condition")
     return folded
 
@@ -193,8 +193,12 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
     if huge is not None:
         sink.error(where(huge.pos), "E028", f"recommend.{key}: a constant here is not a finite number once "
                    "parameters are folded in", rule=rule.id)
-    elif len(sink.errors) == errors:
-        check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
+    elif len(sink.errors) == errors and not check_divisors(folded, sink, rule.id, where, f"recommend.{key}"):
+        if isinstance(folded, nodes.Literal) and (problem := count_problem(key, folded.value)) is not None:
+            sink.error(where(folded.pos), "E027", f"{problem} (its expression is that constant once parameters "
+                       "are folded in)", rule=rule.id)
+        else:
+            check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
     return folded
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..domain.figures import SIZING_PARAMETER_RANGES
 from ..errors import Location, did_you_mean
-from ..lang.valuetypes import finite_number
+from ..lang.valuetypes import finite_number, short_number
 from ..yamlsrc import LocatedDict, location_of
 from .diagnostics import DiagnosticSink
 from .rulefile import Condition, check_keys, id_list, parse_condition, text_field, top_level
@@ -75,19 +75,13 @@ def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Param
             value = 0  # a root cause (E031): the checks that would read this value do not run
         elif name in SIZING_PARAMETER_RANGES and not SIZING_PARAMETER_RANGES[name].holds(value):
             sink.error(location_of(body, "value", display), "E036",
-                       f"parameter '{name}' must be {SIZING_PARAMETER_RANGES[name]}, not {_shown(value)}: the "
+                       f"parameter '{name}' must be {SIZING_PARAMETER_RANGES[name]}, not {short_number(value)}: the "
                        "sizing reads it (kentino_expert/domain/figure_specs.py, SIZING_PARAMETER_RANGES)")
         unit, description = (text_field(body, key, display, sink, None, key in PARAMETER_REQUIRED)
                              for key in ("unit", "description"))
         out[str(name)] = Parameter(str(name), value, unit, description, id_list(body, "heuristics", display, sink),
                                    where)
     return out
-
-
-def _shown(value) -> str:
-    """A finite number as the message quotes it: short, even when it has hundreds of digits."""
-    text = repr(value)
-    return text if len(text) <= 20 else f"{float(value):.6g}"
 
 
 def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, FactPolicy]:

@@ -5,10 +5,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..domain.figure_specs import RECOMMENDED_COUNTS
 from ..domain.vocabulary import KINDS, PRECISIONS
 from ..errors import Location, did_you_mean
 from ..lang import nodes, parser
-from ..lang.valuetypes import finite_number
+from ..lang.valuetypes import finite_number, short_number
 from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .diagnostics import DiagnosticSink
@@ -209,16 +210,27 @@ def _read_recommend(then, display, sink, rule_id):
             sink.error(location_of(body, key, display), "E027", f"recommend.{key} must be a number or an expression",
                        rule=rule_id)
         elif isinstance(value, (int, float)):
-            if finite_number(value):
-                out.append((key, value))
-            else:  # YAML's .inf/.nan: no count and no JSON answer can hold it
+            if not finite_number(value):  # YAML's .inf/.nan: no count and no JSON answer can hold it
                 sink.error(location_of(body, key, display), "E027", f"recommend.{key} must be a finite number",
                            rule=rule_id)
+            elif (problem := count_problem(key, value)) is not None:
+                sink.error(location_of(body, key, display), "E027", problem, rule=rule_id)
+            else:
+                out.append((key, value))
         else:
             condition = parse_condition(body, key, display, sink, rule_id)
             if condition:
                 out.append((key, condition))
     return tuple(out)
+
+
+def count_problem(key: str, value) -> str | None:
+    """What is wrong with a finite constant given for recommend field `key` (None: nothing): a count of
+    nodes, replicas, TP, PP, DP or a node's GPUs is a whole number of at least 1 within its range."""
+    allowed = RECOMMENDED_COUNTS.get(key)
+    if allowed is None or allowed.holds(value):
+        return None
+    return f"recommend.{key} must be {allowed}, not {short_number(value)}"
 
 
 def _read_warn(then, display, sink, rule_id):

@@ -11,7 +11,7 @@ from ..domain.deadlines import TIME_FIGURE_SPECS
 from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..errors import Location, did_you_mean
 from ..lang import nodes
-from ..lang.fold import fold
+from ..lang.fold import check_divisors, fold
 from ..lang.templates import check_template, template_names
 from ..lang.typecheck import check_condition
 from ..yamlsrc import location_of
@@ -172,7 +172,10 @@ def _works_condition(item, where, display, names, params, knowledge, seen, sink)
     check_condition(condition.node, names, sink, None, condition.location_at)
     if len(sink.errors) > errors:
         return None
-    return WorksCondition(name, heuristics, condition, fold(condition.node, params), figure, says)
+    folded = fold(condition.node, params)
+    if check_divisors(folded, sink, None, condition.location_at, "the condition"):
+        return None
+    return WorksCondition(name, heuristics, condition, folded, figure, says)
 
 
 def expand_shown(name: str, precision: str) -> str:
