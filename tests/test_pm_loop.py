@@ -130,6 +130,21 @@ class TestRulesCheck:
         assert found.location.file == "rules/facts.yaml" and found.location.line > 0
         assert "'qsp'" in found.message and found.suggestion == "qps"
 
+    def test_a_misspelt_task_is_located_with_a_suggestion(self, rules_copy):
+        """A `tasks` entry that is no task is E037 at it (the fact would never be asked for that task)."""
+        _edit(rules_copy / "facts.yaml", "    tasks: [inference, batch-inference]\n",
+              "    tasks: [inference, batch-inferense]\n")
+        [found] = [d for d in check_directory(rules_copy).errors if d.code == "E037"]
+        assert found.location.file == "rules/facts.yaml" and found.suggestion == "batch-inference"
+
+    def test_a_default_the_fact_cannot_take_is_refused(self, rules_copy):
+        """A default of 0 GPUs per node, which a caller could not give, is E037 at the default."""
+        _edit(rules_copy / "facts.yaml", "      - value: 8\n        why: The document's decision flow",
+              "      - value: 0\n        why: The document's decision flow")
+        [found] = [d for d in check_directory(rules_copy).errors if d.code == "E037"]
+        assert "default of 'gpus_per_node': 0 is not a value the fact can take" in found.message
+        assert found.location.line == 33
+
     def test_contradiction_unused_parameter_and_shadowing_are_warnings(self, rules_copy):
         """Dead rules, unused parameters and shadowed rules warn; --strict turns them into a failure."""
         _edit(rules_copy / "fit.yaml", "    when: gpu_nvlink == false",

@@ -217,6 +217,15 @@ POLICY = (
          "parameters:\n  max_ib_cluster_nodes:\n    value: 1000000\n    unit: nodes\n",
          "Give a value in the range the message names (`value: 4`); 2.5 nodes or a fraction of 1.5 is "
          "a typo.", file="rules/parameters.yaml", replacing="max_ib_cluster_nodes", root=True),
+    Code("E037", "error", "a fact's `tasks` or `default` names a value the input contract refuses",
+         "`tasks` lists the tasks a fact is asked for: a misspelt task matches none, so the fact is silently "
+         "never asked for. A `default` is assumed as if the caller had given it, so it must be a value a "
+         "caller could give (`gpus_per_node: 0` would be sized as a node of no GPUs; the input contract, "
+         "`kentino-expert schema facts`, says what each fact takes).",
+         "facts:\n  warmup_steps:\n    description: Steps of learning-rate warm-up.\n    ask: How many warm-up "
+         "steps?\n    tasks: [pretrainig]\n",
+         "Write the task as the message lists it (`pretraining`); give a default the fact accepts.",
+         file="rules/facts.yaml", schema=True),
 )
 
 READING_CODES = FILES + RULE_SHAPE + THEN + POLICY

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..domain.figures import SIZING_PARAMETER_RANGES
+from ..domain.vocabulary import TASKS
+from ..domain.workload import Workload, fact_problem
 from ..errors import Location, did_you_mean
 from ..lang.valuetypes import finite_number, short_number
 from ..yamlsrc import LocatedDict, location_of
@@ -112,8 +114,11 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
             defaults.append(FactDefault(item["value"], why, when, item_where))
         description, ask = (text_field(body, key, display, sink, None, key in FACT_REQUIRED)
                             for key in ("description", "ask"))
+        tasks = id_list(body, "tasks", display, sink)
+        _check_tasks(body, tasks, display, sink)
+        _check_default_values(str(name), defaults, sink)
         out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where,
-                                    id_list(body, "tasks", display, sink), id_list(body, "answered_by", display, sink))
+                                    tasks, id_list(body, "answered_by", display, sink))
     for name, policy in out.items():
         for other in policy.answered_by:
             if other not in out or other == name:
@@ -121,3 +126,24 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
                            f"answered_by of '{name}' names '{other}', which is not another fact of this file",
                            suggestion=did_you_mean(other, [n for n in out if n != name]))
     return out
+
+
+def _check_tasks(body, tasks: tuple[str, ...], display: str, sink: DiagnosticSink) -> None:
+    """E037 for a task that is not one (the fact would silently never be asked for it)."""
+    holder = body.get("tasks") if isinstance(body.get("tasks"), list) else None
+    for index, task in enumerate(tasks):
+        if task not in TASKS:
+            where = location_of(holder, index, display) if holder is not None else location_of(body, "tasks", display)
+            sink.error(where, "E037", f"'{task}' is not a task (tasks: {', '.join(TASKS)})",
+                       suggestion=did_you_mean(task, TASKS))
+
+
+def _check_default_values(name: str, defaults, sink: DiagnosticSink) -> None:
+    """E037 for a default an input fact could not be given (`gpus_per_node: 0`): assumed, it would be sized."""
+    if name not in Workload.model_fields:
+        return
+    for default in defaults:
+        problem = fact_problem(name, default.value)
+        if problem is not None:
+            sink.error(default.location, "E037", f"default of '{name}': {default.value!r} is not a value the fact "
+                                                 f"can take ({problem})")

@@ -66,7 +66,9 @@ def _parameter_schema() -> dict:
 
 def _fact_schema() -> dict:
     default = _object(DEFAULT_KEYS, DEFAULT_REQUIRED, {"when": _CONDITION, "value": {}, "why": _OPTIONAL_TEXT})
-    kinds = {"description": _TEXT, "ask": _TEXT, "tasks": _IDS, "answered_by": _IDS,
+    task = {"enum": list(TASKS)}
+    tasks = {"oneOf": [task, {"type": "array", "items": task}]}  # one task alone is taken too
+    kinds = {"description": _TEXT, "ask": _TEXT, "tasks": tasks, "answered_by": _IDS,
              "default": {"type": "array", "items": default}}
     return _object(FACT_KEYS, FACT_REQUIRED, kinds)
 
