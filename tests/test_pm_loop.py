@@ -130,6 +130,13 @@ class TestRulesCheck:
         assert found.location.file == "rules/facts.yaml" and found.location.line > 0
         assert "'qsp'" in found.message and found.suggestion == "qps"
 
+    def test_an_emptied_rule_file_is_named(self, rules_copy):
+        """A rule file cut to nothing is W307 at its own first line (its loss showed only as errors elsewhere)."""
+        (rules_copy / "fit.yaml").write_text("# moved\n")
+        report = check_directory(rules_copy)
+        [found] = [d for d in report.diagnostics if d.code == "W307"]
+        assert (found.location.file, found.location.line, found.severity) == ("rules/fit.yaml", 1, "warning")
+
     def test_a_misspelt_task_is_located_with_a_suggestion(self, rules_copy):
         """A `tasks` entry that is no task is E037 at it (the fact would never be asked for that task)."""
         _edit(rules_copy / "facts.yaml", "    tasks: [inference, batch-inference]\n",

@@ -165,6 +165,13 @@ WARNINGS = (
          + "    example: {task: inference, model: llama-3.1-8b}\n",
          "Change the example so that it meets the rule's conditions (here a model of 405B or more), or "
          "correct the condition.", trial=True),
+    Code("W307", "warning", "a rule file holds no rules (empty, or only comments)",
+         "Every `*.yaml` of the rule directory other than parameters.yaml, facts.yaml and selection.yaml "
+         "is read for rules. An empty one adds nothing, which is seldom meant: the rules were cut from it "
+         "(the errors then name the names they concluded, in other files), or it was saved before its "
+         "rules were written.",
+         "# the L4 rules go here\n",
+         "Write the file's rules (`rules:` and a list), or delete the file."),
 )
 
 CHECKING_CODES = EXPRESSIONS + ENGINE + WARNINGS

@@ -117,6 +117,8 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
         data, text = read_rule_file(path, sink, display)
         files[display] = hashlib.sha256(text.encode()).hexdigest()
         if data is None and (len(sink.errors) > errors or path.name not in SPECIAL_FILES):
+            if len(sink.errors) == errors:  # readable, but empty: say so, or a cut file shows only in others
+                sink.warning(Location(display, 1, 1), "W307", "the file holds no rules (empty, or only comments)")
             continue  # unreadable (E001), or an empty rule file: nothing to read
         if path.name == "parameters.yaml":
             parameters = read_parameters(data, display, sink)
