@@ -22,6 +22,12 @@ def _escape(character: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def clipped(text: str, limit: int) -> str:
+    """`text` as an error quotes it: its first `limit` characters and "..." when longer (a caller's unknown key
+    or code may be a megabyte long)."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def did_you_mean(name: str, candidates) -> str | None:
     """The closest known name to a misspelt one, or None when nothing is close."""
     matches = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1, cutoff=0.6)

@@ -10,15 +10,13 @@ import click
 from ..answer.charts import context_of
 from ..answer.questions import rank_questions
 from ..answer.render import FORMATS, render
-from ..domain.workload import read_facts
+from ..domain.workload import MAX_FACTS_BYTES, read_facts
 from ..ruleset.schemas import facts_schema, rules_schema
 from ..service.decide import decide
 from .common import KentinoGroup, UserError, announce, knowledge_option, make_expert, open_decision_log, rules_option
 from .decisions import decisions, explain
 from .rules import rules_group, test_command
 from .service import mcp, serve
-
-MAX_INPUT_BYTES = 1_000_000  # the facts' limit (workload.read_facts), applied while reading
 
 
 def _read_input(path: str) -> tuple[str, str]:
@@ -27,13 +25,13 @@ def _read_input(path: str) -> tuple[str, str]:
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+            data = sys.stdin.buffer.read(MAX_FACTS_BYTES + 1)
         else:
             with open(path, "rb") as handle:
-                data = handle.read(MAX_INPUT_BYTES + 1)
+                data = handle.read(MAX_FACTS_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT_BYTES:
+    if len(data) > MAX_FACTS_BYTES:
         raise UserError(f"{source}: input larger than 1 MB")
     try:
         return data.decode("utf-8"), source

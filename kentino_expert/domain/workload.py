@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
-from ..errors import InputError, Location, did_you_mean, printable
+from ..errors import InputError, Location, clipped, did_you_mean, printable
 from ..yamlsrc import YamlSourceError, load_yaml
 from .vocabulary import TASKS, Latency, Precision, Task, Tenancy
 
@@ -22,6 +22,7 @@ MAX_TOKENS = 1e16  # ten thousand trillion: beyond any corpus; larger is a typo
 # a thousand parameters: a smaller model is a typo, and at about 1e-18 the sizing's figures leave their
 # declared ranges (prefill overflows, a corpus' rate divides by zero)
 MIN_PARAMS_B = 1e-6
+MAX_FACTS_BYTES = 1_000_000  # a file or body of facts: "input larger than 1 MB" past it
 MAX_KEY_ECHO = 40  # of an unknown or duplicate key, this much is quoted in the error
 _COUNT_HINT = "a token count such as 300B or 15T"
 MAX_NODES = 4096  # nodes of a proposed build: larger is a typo (the sizing's node-count parameters share it)
@@ -129,11 +130,6 @@ def fact_problem(fact: str, value) -> str | None:
     return None
 
 
-def _clipped(field: str) -> str:
-    """A field name as an error quotes it: an unknown key comes from the caller and may be a megabyte long."""
-    return field if len(field) <= MAX_KEY_ECHO else field[:MAX_KEY_ECHO] + "..."
-
-
 def _field_of(error: dict) -> str:
     parts = [str(p) for p in error["loc"] if not str(p).startswith("function-")]
     return ".".join(parts) or "facts"
@@ -158,7 +154,7 @@ def validate_facts(data) -> Workload:
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        field = _clipped(_field_of(first))
+        field = clipped(_field_of(first), MAX_KEY_ECHO)
         suggestion = None
         if first["type"] == "extra_forbidden":
             suggestion = did_you_mean(field.split(".")[-1], Workload.model_fields)
@@ -167,7 +163,7 @@ def validate_facts(data) -> Workload:
 
 def read_facts(text: str, source: str = "<stdin>") -> Workload:
     """Parse YAML or JSON text into validated facts; every failure is an InputError."""
-    if len(text) > 1_000_000:
+    if len(text) > MAX_FACTS_BYTES:
         raise InputError("input larger than 1 MB", field="facts")
     if not text.strip():
         raise InputError(f"{source}: empty input, expected a mapping of facts", field="facts")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from ..errors import Location, RuleFileError, did_you_mean, printable, with_suggestion
+from ..errors import Location, RuleFileError, clipped, did_you_mean, printable, with_suggestion
 from .codes_checking import CHECKING_CODES
 from .codes_reading import READING_CODES
 from .diagnostic_code import DiagnosticCode
@@ -111,8 +111,8 @@ def explain(code: str) -> str:
         return RETIRED[wanted] + "\n"
     close = did_you_mean(wanted, REGISTRY) if len(wanted) <= MAX_CODE_ECHO else None
     known = "" if close else f" (known codes: {_spans(REGISTRY)})"
-    quoted = code if len(code) <= MAX_CODE_ECHO else code[:MAX_CODE_ECHO] + "..."
-    raise UnknownCode(with_suggestion(f"unknown diagnostic code '{printable(quoted)}'{known}", close))
+    raise UnknownCode(with_suggestion(f"unknown diagnostic code '{printable(clipped(code, MAX_CODE_ECHO))}'{known}",
+                                      close))
 
 
 MAX_CODE_ECHO = 40  # of an unknown code, this much is quoted back (a code is four characters)

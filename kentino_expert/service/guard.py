@@ -184,6 +184,11 @@ def authorise(needed: str, header: bytes | None, access: Access, basic: bool = F
 
 # -- content type -----------------------------------------------------------------------------------
 
+def not_json(label: str) -> str:
+    """The 415 message for a body labelled `label` (the guard's, and /mcp's for a POST with no label)."""
+    return f"the body must be JSON (Content-Type: application/json), not '{label[:60] or 'unlabelled'}'"
+
+
 def is_json_media_type(value: str) -> bool:
     """application/json or application/*+json, with no charset but UTF-8."""
     media_type, *params = [part.strip() for part in value.split(";")]
@@ -288,8 +293,7 @@ class Guard:
             if content_type is not None or has_body(headers):
                 label = (content_type or b"").decode("latin-1")
                 if not is_json_media_type(label):
-                    await refusal(send, 415, "content-type", f"the body must be JSON (Content-Type: application/json), "
-                                                             f"not '{label[:60] or 'unlabelled'}'")
+                    await refusal(send, 415, "content-type", not_json(label))
                     return
         if needed == READ:
             async with self._gate():

@@ -16,7 +16,7 @@ import json
 from contextlib import asynccontextmanager
 
 from ..domain.workload import strict_json_loads
-from .guard import is_json_media_type, refusal
+from .guard import is_json_media_type, not_json, refusal
 from .http_io import MAX_BODY
 from .mcp_server import build_server, mcp_installed
 
@@ -63,8 +63,7 @@ class McpEndpoint:
             return
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
         if not is_json_media_type(content_type):
-            await refusal(send, 415, "content-type", f"the body must be JSON (Content-Type: application/json), "
-                                                     f"not '{content_type[:60] or 'unlabelled'}'")
+            await refusal(send, 415, "content-type", not_json(content_type))
             return
         body = await _read_body(receive)
         if body is None:
