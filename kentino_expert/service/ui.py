@@ -36,6 +36,10 @@ def page(html: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
+# each filter of the form with the check the log applies to it (the form's names: "session", not "session_id")
+_FILTER_CHECKS = (("kind", check_kind), ("since", normalise_time), ("session", check_session_id))
+
+
 def _filters(kind: str | None, since: str | None, session: str | None) -> tuple[dict, tuple[str, str] | None]:
     """The filters as given (blank ones dropped), and the first wrong one as (field, message)."""
     given = {name: value.strip() for name, value in (("kind", kind), ("since", since), ("session", session))
@@ -43,15 +47,12 @@ def _filters(kind: str | None, since: str | None, session: str | None) -> tuple[
     for name, value in given.items():
         if len(value) > MAX_FILTER_CHARS:
             return given, (name, f"at most {MAX_FILTER_CHARS} characters")
-    try:
-        check_kind(given.get("kind"))
-        if given.get("since"):
-            normalise_time(given["since"])
-        if given.get("session"):
-            check_session_id(given["session"])
-    except (DecisionLogError, InputError) as exc:
-        field = "since" if isinstance(exc, DecisionLogError) else "kind" if exc.field == "kind" else "session"
-        return given, (field, exc.message)
+    for name, check in _FILTER_CHECKS:
+        if name in given:
+            try:
+                check(given[name])
+            except (DecisionLogError, InputError) as exc:  # named by the filter, not by the log's own field
+                return given, (name, exc.message)
     return given, None
 
 
