@@ -217,7 +217,8 @@ _ANSWER = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" 
     ("\ud800", 1, "session_id"), ("a\nb", 1, "session_id"), ("", 1, "session_id"), ("x" * 201, 1, "session_id"),
     ("tab\there", 1, "session_id"), ("line\u2028sep", 1, "session_id"), (["a"], 1, "session_id"),
     ("s", 2**70, "turn"), ("s", 2**63, "turn"), ("s", -5, "turn"), ("s", "²", "turn"), ("s", "--5", "turn"),
-    ("s", True, "turn"), ("s", 1.5, "turn"),
+    ("s", True, "turn"), ("s", 1.5, "turn"), ("s", float("inf"), "turn"), ("s", float("nan"), "turn"),
+    ("s", 1e19, "turn"), ("s", "1.0", "turn"),
 ])
 def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, field):
     """A session id with a surrogate or control character, or a turn outside 0..2**63-1, is an InputError
@@ -233,11 +234,13 @@ def test_record_refuses_meta_a_driver_cannot_store(tmp_path, session_id, turn, f
 
 
 def test_check_meta_accepts_what_it_should():
-    """Integers and digit strings are turns; an integer session id is its digits; None is none."""
+    """Integers, digit strings and whole floats (3.0, as a fact's count is read) are turns; an integer session id
+    is its digits; None is none."""
     from kentino_expert.decisions.meta import check_meta
     assert check_meta(None, None) == (None, None)
     assert check_meta(42, " 7 ") == ("42", 7)
     assert check_meta("chat-é-😀", 0) == ("chat-é-😀", 0)
+    assert check_meta("s", 3.0) == ("s", 3) and type(check_meta("s", 3.0)[1]) is int
 
 
 @pytest.mark.parametrize("value", [2**70, "\ud800"])

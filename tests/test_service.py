@@ -156,6 +156,15 @@ def test_decision_logged_with_session_and_digest(client, log):
     assert body["decision_id"] in [d["decision_id"] for d in listed]
 
 
+def test_a_whole_float_turn_is_stored_as_its_integer(client, log):
+    """A turn of 2.0 (what Python's json writes for a float count) is turn 2, as a fact's 8.0 is 8; 2.5 is a 422."""
+    body = client.post("/v1/recommend", json={**CHAT, "session_id": "floats", "turn": 2.0}).json()
+    stored = log.get(body["decision_id"])
+    assert stored["turn"] == 2 and type(stored["turn"]) is int
+    refused = client.post("/v1/recommend", json={**CHAT, "turn": 2.5})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "turn"
+
+
 def test_decision_404_and_explain(client):
     """An unknown decision id is a 404 naming the field; a known one explains as markdown and html."""
     missing = client.get("/v1/decisions/does-not-exist")

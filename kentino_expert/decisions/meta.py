@@ -73,10 +73,13 @@ def check_instance(value) -> str:
 
 
 def check_turn(value) -> int | None:
-    """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits is read as one)."""
+    """The turn as stored: an integer from 0 to 2**63-1 (a string of ASCII digits, or a whole float such as 3.0,
+    is read as one)."""
     if value is None:
         return None
     if isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip()):
+        value = int(value)
+    elif isinstance(value, float) and value.is_integer():  # 3.0, as a fact's count is taken (pydantic's lax int)
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError("must be an integer", field="turn")
