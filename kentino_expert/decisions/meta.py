@@ -77,9 +77,9 @@ def check_turn(value) -> int | None:
     is read as one)."""
     if value is None:
         return None
-    if isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip()):
-        value = int(value)
-    elif isinstance(value, float) and value.is_integer():  # 3.0, as a fact's count is taken (pydantic's lax int)
+    digits = isinstance(value, str) and _TURN_TEXT.fullmatch(value.strip())
+    whole = isinstance(value, float) and value.is_integer()  # 3.0, as a fact's count is taken (pydantic's lax int)
+    if digits or whole:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError("must be an integer", field="turn")
