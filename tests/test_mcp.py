@@ -108,6 +108,53 @@ def test_stdio_errors_name_the_field(stdio_round_trip):
     assert out["unknown_error"] and out["unknown"].startswith("decision_id: no decision")
 
 
+def _raw_stdio_exchange(db: str, lines: list[bytes]) -> list[dict]:
+    """The messages the stdio server writes for `lines` (after the initialize handshake), read until the response
+    to the last line's request id; a reader thread and a timeout: a server that never answers fails, not hangs."""
+    import queue
+    import subprocess
+    import threading
+    process = subprocess.Popen([sys.executable, "-m", "kentino_expert.service.mcp_server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env={**os.environ, "KENTINO_DB": db})
+    out: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [out.put(json.loads(line)) for line in process.stdout], daemon=True).start()
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    try:
+        for line in [json.dumps(hello).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}', *lines]:
+            process.stdin.write(line + b"\n")
+        process.stdin.flush()
+        last_id = json.loads(lines[-1])["id"]
+        seen = []
+        while not seen or seen[-1].get("id") != last_id:
+            seen.append(out.get(timeout=60))
+        return seen[1:]  # after initialize's result
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def test_stdio_refuses_a_duplicate_key_as_http_does(tmp_path):
+    """A line with a duplicate key, NaN or bytes that are not UTF-8 gets JSON-RPC's parse error (id null) and
+    decides nothing; the session goes on, and the next call is answered and logged."""
+    db = str(tmp_path / "strict.db")
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "recommend", "arguments": FINETUNE}}
+    seen = _raw_stdio_exchange(db, [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recommend",'
+        b'"arguments":{"task":"inference","task":"full-finetune","model":"llama-3.1-70b"}}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recommend","arguments":{"qps":NaN}}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\xff"}}',
+        json.dumps({**call, "id": 4}).encode()])
+    errors = [message["error"] for message in seen if "error" in message]
+    assert [message.get("id") for message in seen] == [None, None, None, 4]
+    assert {error["code"] for error in errors} == {-32700}
+    assert "duplicate key 'task'" in errors[0]["message"] and "UTF-8" in errors[2]["message"]
+    answered = seen[-1]["result"]
+    assert not answered.get("isError") and answered["structuredContent"]["recommendation"]["kind"]
+    with open_log(db) as log:
+        assert [log.get(row["decision_id"])["facts"] for row in log.list()] == [FINETUNE]
+
+
 def _call(server, name: str, arguments: dict):
     """(is_error, text) of one tool call through the SDK's in-process client."""
     async def call():

@@ -15,12 +15,10 @@ from __future__ import annotations
 import json
 from contextlib import asynccontextmanager
 
-from ..domain.workload import strict_json_loads
 from .guard import is_json_media_type, not_json, refusal
 from .http_io import MAX_BODY
+from .jsonrpc import not_strict_json, parse_error
 from .mcp_server import build_server, mcp_installed
-
-PARSE_ERROR = -32700  # JSON-RPC's code for a body that is not a JSON message, as the mcp package answers it
 
 
 class McpEndpoint:
@@ -69,7 +67,7 @@ class McpEndpoint:
         if body is None:
             await refusal(send, 413, "body", f"the body is larger than {MAX_BODY} bytes")
             return
-        problem = _not_strict_json(body)
+        problem = not_strict_json(body)
         if problem is not None:
             await _parse_error(send, problem)
             return
@@ -92,23 +90,8 @@ async def _read_body(receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _not_strict_json(body: bytes) -> str | None:
-    """Why the body is not strict JSON (what POST /v1/recommend refuses), or None: the mcp package would take
-    the last of two duplicate keys, and log a decision on a guess."""
-    try:
-        strict_json_loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        return "the body is not UTF-8 text"
-    except RecursionError:
-        return "the JSON nests too deeply"
-    except ValueError as exc:
-        return str(exc).splitlines()[0][:200]
-    return None
-
-
 async def _parse_error(send, problem: str) -> None:
-    error = {"code": PARSE_ERROR, "message": f"Parse error: {problem}"}
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
+    body = json.dumps(parse_error(problem), separators=(",", ":")).encode()
     await send({"type": "http.response.start", "status": 400,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

@@ -196,12 +196,6 @@ def mcp_installed() -> bool:
     return True
 
 
-async def _serve_stdio(server) -> None:
-    from mcp.server.stdio import stdio_server
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 def main(rules_dir=None, knowledge_dir=None, db=None) -> None:
     """Run the MCP server on stdin/stdout until the client closes it. On a PostgreSQL log it serves the published
     rule set once there is one, and follows it, as `serve` does."""
@@ -209,11 +203,12 @@ def main(rules_dir=None, knowledge_dir=None, db=None) -> None:
     import anyio
 
     from .follower import holder_for
+    from .mcp_stdio import serve_stdio
     log = open_log(db)
     holder = holder_for(log, lambda: Expert(rules_dir, knowledge_dir))  # PostgreSQL: the published rule set
     holder.start_following()
     try:
-        anyio.run(_serve_stdio, build_server(holder.current, log))
+        anyio.run(serve_stdio, build_server(holder.current, log))
     finally:
         holder.stop_following()
         log.close()

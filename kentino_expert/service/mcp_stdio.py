@@ -1,0 +1,57 @@
+"""MCP over stdio, strict as over HTTP: a line that is not strict JSON (a duplicate key, NaN, bad UTF-8) gets
+JSON-RPC's parse error on stdout and never reaches the mcp package, which would take the last of two duplicate
+keys (and log a decision on that guess) or drop the line without a word."""
+from __future__ import annotations
+
+import sys
+
+import anyio
+
+from .jsonrpc import not_strict_json, parse_error
+
+
+class StrictLines:
+    """The stdin that mcp's stdio transport reads: the lines as text, except those that are not strict JSON,
+    which are answered here (through the transport's own write stream, once `bind` gives it: one writer, so
+    replies never interleave) and not passed on. A blank line is passed on: the transport skips it."""
+
+    def __init__(self, lines):
+        self._lines = lines  # an async iterable of bytes, one line each
+        self._replies = None
+        self._bound = anyio.Event()
+
+    def bind(self, write_stream) -> None:
+        """The stream the transport writes its messages from: parse errors go out through it too."""
+        self._replies = write_stream
+        self._bound.set()
+
+    def __aiter__(self):
+        return self._strict()
+
+    async def _strict(self):
+        async for raw in self._lines:
+            problem = not_strict_json(raw) if raw.strip() else None
+            if problem is None:
+                yield raw.decode("utf-8", errors="replace")
+                continue
+            await self._bound.wait()
+            try:
+                await self._replies.send(_message(parse_error(problem)))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the server has stopped: so do we
+                return
+
+
+def _message(response: dict):
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+    return SessionMessage(types.jsonrpc_message_adapter.validate_python(response))
+
+
+async def serve_stdio(server, stdin=None) -> None:
+    """Run `server` (mcp_server.build_server) on stdin and stdout until the client closes stdin; `stdin` is an
+    async iterable of byte lines (default: the process's)."""
+    from mcp.server.stdio import stdio_server
+    lines = StrictLines(stdin if stdin is not None else anyio.wrap_file(sys.stdin.buffer))
+    async with stdio_server(stdin=lines) as (read, write):
+        lines.bind(write)
+        await server.run(read, write, server.create_initialization_options())
