@@ -135,8 +135,8 @@ def _raw_stdio_exchange(db: str, lines: list[bytes]) -> list[dict]:
 
 
 def test_stdio_refuses_a_duplicate_key_as_http_does(tmp_path):
-    """A line with a duplicate key, NaN or bytes that are not UTF-8 gets JSON-RPC's parse error (id null) and
-    decides nothing; the session goes on, and the next call is answered and logged."""
+    """A line with a duplicate key, NaN, bytes that are not UTF-8 or over 1 MB gets JSON-RPC's parse error (id
+    null) and decides nothing; the session goes on, and the next call is answered and logged."""
     db = str(tmp_path / "strict.db")
     call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "recommend", "arguments": FINETUNE}}
     seen = _raw_stdio_exchange(db, [
@@ -144,11 +144,13 @@ def test_stdio_refuses_a_duplicate_key_as_http_does(tmp_path):
         b'"arguments":{"task":"inference","task":"full-finetune","model":"llama-3.1-70b"}}}',
         b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recommend","arguments":{"qps":NaN}}}',
         b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\xff"}}',
+        json.dumps({**call, "id": 9, "params": {**call["params"], "padding": "x" * 1_000_000}}).encode(),
         json.dumps({**call, "id": 4}).encode()])
     errors = [message["error"] for message in seen if "error" in message]
-    assert [message.get("id") for message in seen] == [None, None, None, 4]
+    assert [message.get("id") for message in seen] == [None, None, None, None, 4]
     assert {error["code"] for error in errors} == {-32700}
     assert "duplicate key 'task'" in errors[0]["message"] and "UTF-8" in errors[2]["message"]
+    assert "larger than 1000000 bytes" in errors[3]["message"]
     answered = seen[-1]["result"]
     assert not answered.get("isError") and answered["structuredContent"]["recommendation"]["kind"]
     with open_log(db) as log:

@@ -1,4 +1,4 @@
-"""MCP over stdio, strict as over HTTP: a line that is not strict JSON (a duplicate key, NaN, bad UTF-8) gets
+"""MCP over stdio, strict as over HTTP: a line over 1 MB or not strict JSON (a duplicate key, NaN, bad UTF-8) gets
 JSON-RPC's parse error on stdout and never reaches the mcp package, which would take the last of two duplicate
 keys (and log a decision on that guess) or drop the line without a word."""
 from __future__ import annotations
@@ -7,6 +7,7 @@ import sys
 
 import anyio
 
+from ..domain.workload import MAX_FACTS_BYTES
 from .jsonrpc import not_strict_json, parse_error
 
 
@@ -30,7 +31,7 @@ class StrictLines:
 
     async def _strict(self):
         async for raw in self._lines:
-            problem = not_strict_json(raw) if raw.strip() else None
+            problem = _problem(raw)
             if problem is None:
                 yield raw.decode("utf-8", errors="replace")
                 continue
@@ -39,6 +40,13 @@ class StrictLines:
                 await self._replies.send(_message(parse_error(problem)))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the server has stopped: so do we
                 return
+
+
+def _problem(raw: bytes) -> str | None:
+    """Why a line is refused (None: passed on): over the 1 MB every edge takes, or not strict JSON."""
+    if len(raw) > MAX_FACTS_BYTES:  # as POST /v1/recommend and /mcp refuse a larger body (413)
+        return f"the message is larger than {MAX_FACTS_BYTES} bytes"
+    return not_strict_json(raw) if raw.strip() else None
 
 
 def _message(response: dict):
