@@ -218,6 +218,18 @@ def _compose(text: str, filename: str):
         raise YamlSourceError(f"YAML error: {' '.join(str(exc).split())}", Location(filename)) from None
 
 
+def decode_utf8(data: bytes, filename: str) -> str:
+    """A file's bytes as text; bytes that are not UTF-8 are a YamlSourceError at the line and column of the
+    first bad byte (Python's own error names a byte offset, which no editor shows)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start].decode("utf-8")  # everything before the first bad byte decodes
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        raise YamlSourceError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} ({exc.reason}); save the file as "
+                              "UTF-8", Location(filename, before.count("\n") + 1, column)) from None
+
+
 def load_yaml(text: str, filename: str = "<input>"):
     """Parse one YAML document into located dicts/lists; raise YamlSourceError with line:col."""
     node = _compose(text, filename)

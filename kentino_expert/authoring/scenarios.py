@@ -8,7 +8,7 @@ from pathlib import Path
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.vocabulary import KINDS, PRECISIONS, STATUSES
 from ..errors import InputError, KentinoError, Location, did_you_mean
-from ..yamlsrc import YamlSourceError, load_yaml, location_of
+from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 
 EXPECT_KEYS = ("kind", "nodes", "nodes_min", "nodes_max", "precision", "status", "heuristics", "warnings",
@@ -64,9 +64,9 @@ def load_scenarios(paths, ruleset=None) -> list[Scenario]:
 
 def _read_file(path: Path) -> list[Scenario]:
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        data = load_yaml(decode_utf8(path.read_bytes(), str(path)), str(path))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except YamlSourceError as exc:
         raise InputError(exc.message, location=exc.location) from None
     if not isinstance(data, list):

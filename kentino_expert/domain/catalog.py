@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
-from ..yamlsrc import YamlSourceError, load_yaml, location_of
+from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
@@ -232,10 +232,11 @@ _SECTIONS = {"models.yaml": ("models", ModelSpec), "gpus.yaml": ("gpus", GpuSpec
 
 def _read(path: Path):
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise KnowledgeError(f"cannot read {path}: {exc.strerror}", location=Location(str(path))) from None
     try:
+        text = decode_utf8(data, str(path))
         return text, load_yaml(text, str(path))
     except YamlSourceError as exc:
         raise KnowledgeError(exc.message, location=exc.location) from None

@@ -1,0 +1,58 @@
+"""Knowledge edits a product manager could make by mistake: each is refused when the knowledge loads, with one line
+at the file, line and column of the value to fix, never a traceback nor a changed answer."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kentino_expert.authoring.scenarios import load_scenarios
+from kentino_expert.domain.catalog import load_knowledge
+from kentino_expert.errors import InputError, KnowledgeError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def edited(tmp_path: Path, filename: str, old: str, new: str) -> Path:
+    """A copy of knowledge/ with the first `old` of `filename` replaced by `new`."""
+    root = tmp_path / "knowledge"
+    shutil.copytree(ROOT / "knowledge", root)
+    path = root / filename
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return root
+
+
+def refused(root: Path, match: str) -> KnowledgeError:
+    with pytest.raises(KnowledgeError, match=match) as caught:
+        load_knowledge(root)
+    return caught.value
+
+
+def line_of(root: Path, filename: str, text: str) -> int:
+    """The 1-based line of the first line of `filename` that holds `text`."""
+    lines = (root / filename).read_text(encoding="utf-8").splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def test_bytes_that_are_not_utf8_are_located(tmp_path):
+    """A Latin-1 byte in a knowledge file is refused at its line and column (it was a UnicodeDecodeError
+    traceback in `recommend`)."""
+    root = edited(tmp_path, "gpus.yaml", "    name: NVIDIA L40", "    name: NVIDIA L@40")
+    path = root / "gpus.yaml"
+    path.write_bytes(path.read_bytes().replace(b"L@40", b"L\xe940"))  # Latin-1's e-acute
+    error = refused(root, r"not UTF-8 text: byte 0xe9")
+    line = path.read_bytes().split(b"\n").index(b"    name: NVIDIA L\xe940") + 1
+    assert (error.location.line, error.location.column) == (line, len("    name: NVIDIA L") + 1)
+
+
+def test_a_scenario_file_that_is_not_utf8_is_located(tmp_path):
+    """A scenario file with a byte that is not UTF-8 names the line and column of that byte."""
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"- name: ok\n  facts: {task: inference, model: caf\xe9}\n  expect: {}\n")
+    with pytest.raises(InputError, match="not UTF-8 text") as caught:
+        load_scenarios([path])
+    where = caught.value.location
+    assert (where.line, where.column) == (2, len("  facts: {task: inference, model: caf") + 1)
