@@ -43,7 +43,9 @@ def check_directory(rules_dir=None, knowledge_dir=None, keep: list | None = None
     try:
         knowledge = load_knowledge(knowledge_dir or bundled("knowledge"))
     except KnowledgeError as exc:
-        return CheckReport((Diagnostic(exc.location or Location(str(knowledge_dir)), "E001", exc.message),))
+        # with its suggestion: a misspelt card or link in knowledge/ gets its "did you mean" like one in rules/
+        return CheckReport((Diagnostic(exc.location or Location(str(knowledge_dir)), "E001", exc.message,
+                                       suggestion=exc.suggestion),))
     sink = DiagnosticSink()
     try:
         ruleset = compile_ruleset(rules_dir or bundled("rules"), knowledge, sink, backend=backend_class(backend))

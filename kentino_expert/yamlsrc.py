@@ -263,3 +263,17 @@ def location_of(container, key, filename: str) -> Location:
     if isinstance(container, LocatedList) and isinstance(key, int) and key < len(container.item_locations):
         return container.item_locations[key]
     return getattr(container, "location", None) or Location(filename)
+
+
+def location_at(container, path, filename: str, start: Location) -> Location:
+    """Where the deepest part of `path` (keys and list indexes, as a validator names a field) stood in the
+    source; `start` when the container lacks even the first (a missing field is reported where it belongs)."""
+    where = start
+    for part in path:
+        present = part in container if isinstance(container, dict) else \
+            isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)
+        if not present:
+            break
+        where = location_of(container, part, filename)
+        container = container[part]
+    return where

@@ -10,6 +10,7 @@ import pytest
 from kentino_expert.authoring.scenarios import load_scenarios
 from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.errors import InputError, KnowledgeError
+from kentino_expert.rulecheck import check_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,3 +57,41 @@ def test_a_scenario_file_that_is_not_utf8_is_located(tmp_path):
         load_scenarios([path])
     where = caught.value.location
     assert (where.line, where.column) == (2, len("  facts: {task: inference, model: caf") + 1)
+
+
+def test_a_field_error_is_at_the_fields_line(tmp_path):
+    """A wrong value is reported at its own line, not at the first line of its entry."""
+    root = edited(tmp_path, "gpus.yaml", "memory_gb: 48", "memory_gb: 48GB")
+    error = refused(root, r"gpus\[2\]\.memory_gb: Input should be a valid number")
+    assert error.location.line == line_of(root, "gpus.yaml", "memory_gb: 48GB")
+
+
+def test_an_unknown_intra_node_link_is_located(tmp_path):
+    """A misspelt intra_node_link is refused at its line, with the link meant (it had no line at all)."""
+    root = edited(tmp_path, "gpus.yaml", "intra_node_link: pcie-gen4-p2p", "intra_node_link: pcie-gen4-pp")
+    error = refused(root, r"gpus\[2\]\.intra_node_link: unknown link 'pcie-gen4-pp'")
+    assert error.location.line == line_of(root, "gpus.yaml", "pcie-gen4-pp")
+    assert error.suggestion and "pcie-gen4-p2p" in error.suggestion
+
+
+def test_a_check_shows_the_knowledge_suggestion(tmp_path):
+    """`rules check` keeps a knowledge error's suggestion (it printed the message alone)."""
+    root = edited(tmp_path, "gpus.yaml", "intra_node_link: pcie-gen4-p2p", "intra_node_link: pcie-gen4-pp")
+    (diagnostic,) = check_directory(knowledge_dir=root).diagnostics
+    assert "did you mean 'pcie-gen4-p2p'" in str(diagnostic)
+
+
+def test_an_inter_node_link_inside_the_box_is_refused(tmp_path):
+    """A card whose in-box link is a network link is refused: the box's own traffic would be sized at the
+    network's speed and the answers would move without a word."""
+    root = edited(tmp_path, "gpus.yaml", "intra_node_link: pcie-gen4-p2p", "intra_node_link: roce-100gbe")
+    error = refused(root, r"gpus\[2\]\.intra_node_link: 'roce-100gbe' is an inter-node link")
+    assert error.location.line == line_of(root, "gpus.yaml", "roce-100gbe")
+
+
+def test_a_shipped_card_without_shapes_is_located(tmp_path):
+    """A card Kentino ships with `node_shapes: []` is refused at that line (it had no line at all)."""
+    root = edited(tmp_path, "gpus.yaml", "node_shapes: [8]\n    source: NVIDIA L40",
+                  "node_shapes: []\n    source: NVIDIA L40")
+    error = refused(root, r"gpus\[2\]\.node_shapes: 'l40' is a card Kentino ships")
+    assert error.location.line == line_of(root, "gpus.yaml", "node_shapes: []")

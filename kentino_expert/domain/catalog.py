@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
-from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_of
+from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, location_of
 from ..yamlsrc import to_plain as _plain
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
@@ -254,7 +254,9 @@ def _entries(path: Path, data, section: str, spec_type) -> dict:
             err = exc.errors()[0]
             field = "".join(f".{p}" for p in err["loc"])
             message = err["msg"].removeprefix("Value error, ")
-            raise KnowledgeError(f"{section}[{index}]{field}: {message}", location=where) from None
+            # at the field's own line: an entry is a dozen lines, and its first one is seldom the one to fix
+            raise KnowledgeError(f"{section}[{index}]{field}: {message}",
+                                 location=location_at(raw, err["loc"], str(path), where)) from None
         if spec.id in out:
             raise KnowledgeError(f"duplicate id '{spec.id}'", location=where)
         _check_names(spec, owner, f"{section}[{index}]", where)
@@ -287,9 +289,10 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     root = Path(directory)
     if not root.is_dir():
         raise KnowledgeError(f"knowledge directory not found: {root}")
-    tables, files = {}, {}
+    tables, files, raw = {}, {}, {}
     for filename, (section, spec_type) in _SECTIONS.items():
-        tables[section] = _entries(root / filename, _digested(root, filename, files), section, spec_type)
+        raw[section] = _digested(root, filename, files)
+        tables[section] = _entries(root / filename, raw[section], section, spec_type)
     sizing = _digested(root, "sizing.yaml", files)
     if not isinstance(sizing, dict):
         raise KnowledgeError("expected a mapping", location=Location(str(root / "sizing.yaml"), 1, 1))
@@ -297,18 +300,32 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     latency = _digested(root, "latency.yaml", files)
     _check_latency(latency, root / "latency.yaml")
     heuristics = _heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml")
-    for gpu in tables["gpus"].values():
-        if gpu.kentino_ships and not gpu.node_shapes:
-            raise KnowledgeError(f"gpu '{gpu.id}': a card Kentino ships needs node_shapes (GPUs per node it is "
-                                 "sold in)", location=Location(str(root / "gpus.yaml")))
-        if gpu.intra_node_link not in tables["links"]:
-            raise KnowledgeError(f"gpu '{gpu.id}': unknown intra_node_link '{gpu.intra_node_link}'",
-                                 location=Location(str(root / "gpus.yaml")))
+    _check_cards(tables["gpus"], tables["links"], raw["gpus"]["gpus"], str(root / "gpus.yaml"))
     check_sizing_names(sizing, str(root / "sizing.yaml"), lambda table, name: _lookup(tables[table], name, table[:-1]))
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
                           sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
                           directory=str(root))
     return _with_probes(knowledge, root / PROBES_FILE)
+
+
+def _check_cards(gpus: dict, links: dict, entries: list, path: str) -> None:
+    """What a card says of the rest of the catalog, at the line of the field that says it: a card Kentino ships
+    has node shapes, and its intra_node_link is a link inside one box (an inter-node one would size the box's
+    own traffic at a network's speed, and move answers without a word)."""
+    for index, (gpu, entry) in enumerate(zip(gpus.values(), entries, strict=True)):
+        if gpu.kentino_ships and not gpu.node_shapes:  # at `node_shapes: []`, else at `kentino_ships: true`
+            shapes = location_at(entry, ("node_shapes",), path, location_of(entry, "kentino_ships", path))
+            raise KnowledgeError(f"gpus[{index}].node_shapes: '{gpu.id}' is a card Kentino ships (kentino_ships: "
+                                 "true): list the GPUs per node it is sold in", location=shapes)
+        link = links.get(gpu.intra_node_link)
+        where = location_of(entry, "intra_node_link", path)
+        if link is None:
+            raise KnowledgeError(f"gpus[{index}].intra_node_link: unknown link '{gpu.intra_node_link}'",
+                                 location=where, suggestion=did_you_mean(gpu.intra_node_link, links))
+        if link.scope != "intra-node":
+            inside = ", ".join(name for name, other in links.items() if other.scope == "intra-node")
+            raise KnowledgeError(f"gpus[{index}].intra_node_link: '{link.id}' is an {link.scope} link; a card's "
+                                 f"in-box link is one of {inside}", location=where)
 
 
 def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
-from ..yamlsrc import location_of
+from ..yamlsrc import location_at
 from .vocabulary import LATENCIES, Precision
 
 _SHAPE = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -156,13 +156,7 @@ def _fields_at(loc: tuple) -> list[str]:
 
 def _located(data, loc: tuple, path: str) -> Location:
     """Where the deepest part of `loc` that the file has stood (the section, when a constant is missing)."""
-    container, where = data, Location(path, 1, 1)
-    for part in loc:
-        if not isinstance(container, dict) or part not in container:
-            break
-        where = location_of(container, part, path)
-        container = container[part]
-    return where
+    return location_at(data, loc, path, Location(path, 1, 1))
 
 
 # the catalog entries sizing.yaml names: (path to the name, the catalog table it names)
