@@ -95,3 +95,39 @@ def test_a_shipped_card_without_shapes_is_located(tmp_path):
                   "node_shapes: []\n    source: NVIDIA L40")
     error = refused(root, r"gpus\[2\]\.node_shapes: 'l40' is a card Kentino ships")
     assert error.location.line == line_of(root, "gpus.yaml", "node_shapes: []")
+
+
+def test_swapped_head_counts_are_refused(tmp_path):
+    """More KV heads than attention heads (the two figures swapped) is refused at kv_heads: it was accepted and
+    turned a single node for a 70B chat into data-parallel replicas."""
+    root = edited(tmp_path, "models.yaml", "attention_heads: 64\n    kv_heads: 8",
+                  "attention_heads: 8\n    kv_heads: 64")
+    error = refused(root, r"models\[1\]\.kv_heads: 64 KV heads is more than the 8 attention_heads")
+    assert error.location.line == line_of(root, "models.yaml", "kv_heads: 64")
+
+
+def test_more_experts_per_token_than_experts_is_refused(tmp_path):
+    """A token routed to more experts than the model has is refused at the model's `moe`."""
+    root = edited(tmp_path, "models.yaml", "moe: {experts: 8, experts_per_token: 2,",
+                  "moe: {experts: 2, experts_per_token: 8,")
+    error = refused(root, r"moe: experts_per_token \(8\) is more than experts \(2\)")
+    assert error.location.line == line_of(root, "models.yaml", "experts: 2, experts_per_token: 8")
+
+
+def test_a_one_gpu_calibration_point_is_refused(tmp_path):
+    """A TP calibration point of one GPU is refused at sizing.yaml: it used to divide by zero in every rule
+    example, reported at the rules."""
+    root = edited(tmp_path, "sizing.yaml", "tp_in_node: {gpus: 8,", "tp_in_node: {gpus: 1,")
+    error = refused(root, r"scaling\.calibration\.tp_in_node: gpus: a TP point spans two GPUs or more")
+    assert error.location.file.endswith("sizing.yaml")
+    assert error.location.line == line_of(root, "sizing.yaml", "tp_in_node: {gpus: 1,")
+
+
+@pytest.mark.parametrize("old, new, point, scope", [
+    ("link: hdr-200g-ib", "link: pcie-gen5-p2p", "tp_across_nodes", "intra-node"),
+    ("link: pcie-gen5-p2p", "link: hdr-200g-ib", "tp_in_node", "inter-node")])
+def test_a_calibration_link_of_the_wrong_scope_is_refused(tmp_path, old, new, point, scope):
+    """The in-node point is calibrated on an in-box link and the across-nodes point on a network."""
+    root = edited(tmp_path, "sizing.yaml", old, new)
+    error = refused(root, rf"scaling\.calibration\.{point}\.link: '.*' is an {scope} link")
+    assert error.location.line == line_of(root, "sizing.yaml", f"{point}: ")

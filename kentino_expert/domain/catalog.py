@@ -13,6 +13,8 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -59,6 +61,12 @@ class Moe(BaseModel):
     moe_layers: PositiveInt  # the other layers have a dense MLP of intermediate_size
     shared_experts: NonNegativeInt = 0
 
+    @model_validator(mode="after")
+    def _routes_to_experts_it_has(self):
+        if self.experts_per_token > self.experts:  # swapped figures: the active parameters would be overcounted
+            raise ValueError(f"experts_per_token ({self.experts_per_token}) is more than experts ({self.experts})")
+        return self
+
 
 class NativePrecision(BaseModel):
     """What the released checkpoint stores when it is not BF16: a format on a part of the weights."""
@@ -93,6 +101,18 @@ class ModelSpec(BaseModel):
     source: str
     sources: dict[str, str] = Field(default_factory=dict)  # "field, field" -> where those were read
     estimated: bool = False
+
+    @field_validator("kv_heads")
+    @classmethod
+    def _no_more_kv_heads_than_heads(cls, kv_heads: int, info: ValidationInfo) -> int:
+        """Each KV head serves one or more query heads (MHA, GQA, MQA): swapped head counts would size the KV
+        cache several times too big, and move answers without a word. (Not "divides": the estimate of a model
+        known by its size alone rounds its heads, and the sizing needs no whole groups.)"""
+        heads = info.data.get("attention_heads")
+        if heads is not None and kv_heads > heads:
+            raise ValueError(f"{kv_heads} KV heads is more than the {heads} attention_heads (each KV head serves "
+                             "one or more query heads)")
+        return kv_heads
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -76,6 +76,16 @@ class CalibrationPoint(BaseModel):
     link: str
     efficiency: Fraction
 
+    @model_validator(mode="after")
+    def _a_tp_group_that_talks(self):
+        # one GPU's TP group sends nothing: the bandwidth constant is solved by dividing by its traffic
+        if self.gpus < 2:
+            raise ValueError(f"gpus: a TP point spans two GPUs or more, not {self.gpus} (one GPU has no traffic "
+                             "to calibrate on)")
+        if self.gpus < self.nodes:
+            raise ValueError(f"gpus: {self.gpus} GPUs cannot span {self.nodes} nodes (each node holds one or more)")
+        return self
+
 
 class Calibration(_Section):
     tp_in_node: CalibrationPoint
@@ -159,21 +169,25 @@ def _located(data, loc: tuple, path: str) -> Location:
     return location_at(data, loc, path, Location(path, 1, 1))
 
 
-# the catalog entries sizing.yaml names: (path to the name, the catalog table it names)
-CATALOG_NAMES = ((("serving", "reference_model"), "models"), (("serving", "reference_gpu"), "gpus"),
-                 (("scaling", "calibration", "tp_in_node", "link"), "links"),
-                 (("scaling", "calibration", "tp_across_nodes", "link"), "links"))
+# the catalog entries sizing.yaml names: (path to the name, the catalog table it names, the link scope it needs)
+CATALOG_NAMES = ((("serving", "reference_model"), "models", None), (("serving", "reference_gpu"), "gpus", None),
+                 (("scaling", "calibration", "tp_in_node", "link"), "links", "intra-node"),
+                 (("scaling", "calibration", "tp_across_nodes", "link"), "links", "inter-node"))
 
 
 def check_sizing_names(data, path: str, lookup) -> None:
-    """Each model, card and link sizing.yaml names is in the catalog (`lookup(table, name)` raises a
-    CatalogError for one that is not): a KnowledgeError at the name's line otherwise."""
-    for loc, table in CATALOG_NAMES:
+    """Each model, card and link sizing.yaml names is in the catalog (`lookup(table, name)` returns it, or raises a
+    CatalogError for one that is not), and each calibration link has the scope its point needs: a KnowledgeError
+    at the name's line otherwise."""
+    for loc, table, scope in CATALOG_NAMES:
         name = data
         for part in loc:
             name = name[part]
         try:
-            lookup(table, name)
+            entry = lookup(table, name)
         except CatalogError as exc:
             raise KnowledgeError(f"{'.'.join(loc)}: {exc.message}", location=_located(data, loc, path),
                                  suggestion=exc.suggestion) from None
+        if scope and entry.scope != scope:  # the in-node point calibrated on a network, or the reverse
+            raise KnowledgeError(f"{'.'.join(loc)}: '{entry.id}' is an {entry.scope} link; this calibration point "
+                                 f"needs an {scope} one", location=_located(data, loc, path))
