@@ -4,6 +4,7 @@ refused with a located diagnostic or run every example inside the sandbox's limi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hostile_rules as hostile
+from kentino_expert.paths import bundled
 from kentino_expert.rulecheck import check_directory
 from kentino_expert.sandbox import Limits, check_in_sandbox
 
@@ -155,6 +157,22 @@ def test_a_parameter_that_is_no_finite_number_is_one_error_at_its_value(tmp_path
     bad = hostile.bad_parameter(tmp_path, name, value)
     errors = [str(d) for d in check_directory(bad.directory).errors]
     assert errors == [f"{bad.where}: E031: parameter '{name}' needs a finite numeric 'value'"], errors
+
+
+def test_a_rule_file_that_is_not_utf8_is_one_error_at_the_byte(tmp_path):
+    """A Latin-1 byte in a rule file is E001 at its line and column, as in a knowledge file (it was an error
+    with no line, quoting Python's byte offset)."""
+    directory = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), directory)
+    path = directory / "flow.yaml"
+    lines = path.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b"because:" in line)
+    column = lines[at].index(b"because:") + len(b"because: ") + 1
+    lines[at] = lines[at][:column - 1] + b"\xe9" + lines[at][column - 1:]
+    path.write_bytes(b"\n".join(lines))
+    errors = [str(d) for d in check_directory(directory).errors]
+    assert len(errors) == 1 and errors[0].startswith(f"rules/flow.yaml:{at + 1}:{column}: E001: not UTF-8 text: "
+                                                     "byte 0xe9"), errors
 
 
 # -- generated hostile rule files ---------------------------------------------------------------------

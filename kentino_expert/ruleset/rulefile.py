@@ -10,7 +10,7 @@ from ..domain.vocabulary import KINDS, PRECISIONS
 from ..errors import Location, did_you_mean
 from ..lang import nodes, parser
 from ..lang.valuetypes import finite_number, short_number
-from ..yamlsrc import LocatedDict, YamlSourceError, is_quoted, load_yaml, location_of
+from ..yamlsrc import LocatedDict, YamlSourceError, decode_utf8, is_quoted, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .diagnostics import DiagnosticSink
 
@@ -78,9 +78,14 @@ class Rule:
 def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
     """Parse one YAML file; on a syntax error record E001 and return None."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         sink.error(Location(display), "E001", f"cannot read file: {exc}")
+        return None, ""
+    try:
+        text = decode_utf8(data, display)  # a bad byte at its line:col, as in knowledge files
+    except YamlSourceError as exc:
+        sink.error(exc.location, "E001", exc.message)
         return None, ""
     try:
         return load_yaml(text, display), text
