@@ -270,6 +270,10 @@ class TestScenarioRunner:
          "3:12: expect.figures: figure 'node_vram_gb' needs a finite number, not nan"),
         ("  expect: {figures: {node_vram_gb: {max: .inf}}}\n", "needs a finite number, not inf"),
         ("  expect: {figures: {node_vram_gb: -.inf}}\n", "needs a finite number, not -inf"),
+        ("  expect: {nodes_min: 3, nodes_max: 2}\n",
+         "3:12: expect.nodes_min: 3 is above nodes_max 2: no answer can pass"),
+        ("  expect: {figures: {node_vram_gb: {min: 5, max: 1}}}\n",
+         "3:12: expect.figures: figure 'node_vram_gb': min 5 is above max 1: no answer can pass"),
         ("", "s.yaml:1:3: each scenario needs 'name', 'facts' and 'expect': 'expect' is missing"),
         ("  expect:\n", "s.yaml:3:3: each scenario needs 'name', 'facts' and 'expect': 'expect' has no value"),
     ])

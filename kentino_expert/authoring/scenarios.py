@@ -110,9 +110,22 @@ def _scenario(item, container, index, filename) -> Scenario:
         if problem:
             raise InputError(f"expect.{key}: {problem}", location=_key_location(expect, key, where),
                              suggestion=suggestion)
+    empty = _empty_range(expect)
+    if empty:  # no answer can pass: every run would FAIL, reading like a defect of the rules
+        raise InputError(f"expect.{empty[0]}: {empty[1]}", location=_key_location(expect, empty[0], where))
     items = {(key, i): loc for key in _LIST_KEYS if key in expect
              for i, loc in enumerate(getattr(expect[key], "item_locations", []))}
     return Scenario(str(name), _plain(item["facts"]), _plain(expect), where, items)
+
+
+def _empty_range(expect: dict) -> tuple[str, str] | None:
+    """(key, why) when a minimum is above its maximum (nodes_min/nodes_max, a figure's min/max), else None."""
+    if "nodes_min" in expect and "nodes_max" in expect and expect["nodes_min"] > expect["nodes_max"]:
+        return "nodes_min", f"{expect['nodes_min']} is above nodes_max {expect['nodes_max']}: no answer can pass"
+    for name, bound in (expect.get("figures") or {}).items():
+        if isinstance(bound, dict) and "min" in bound and "max" in bound and bound["min"] > bound["max"]:
+            return "figures", f"figure '{name}': min {bound['min']} is above max {bound['max']}: no answer can pass"
+    return None
 
 
 def _key_location(mapping, key, default):
