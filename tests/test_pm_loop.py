@@ -369,6 +369,12 @@ class TestDiff:
         result = cli("rules", "diff", "--base", "no-such-rev-or-dir")
         assert result.exit_code == 2 and "--base" in result.output
 
+    @pytest.mark.parametrize("base", ["", "  "])
+    def test_an_empty_base_is_refused(self, base):
+        """An empty --base (an unset variable in a CI script) is refused, not read as the current directory."""
+        result = cli("rules", "diff", "--base", base)
+        assert result.exit_code == 2 and "--base is empty" in result.output, result.output
+
 
 STORED_RULE_PAGES = sorted(p.name for p in (ROOT / "docs" / "rules").glob("*.md"))
 

@@ -69,6 +69,8 @@ def grid_scenarios() -> list[Scenario]:
 def checkout_rules(base: str, rules_dir: Path):
     """A directory holding the base rules: `base` itself, or rules/ at a git revision extracted into
     a temporary directory that is removed when the block ends, however it ends."""
+    if not base.strip():  # Path("") is the current directory: an unset variable would compare with ./
+        raise InputError("--base is empty: give a directory of rules or a git revision", field="base")
     if Path(base).is_dir():
         yield Path(base)
         return
