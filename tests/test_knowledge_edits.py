@@ -131,3 +131,18 @@ def test_a_calibration_link_of_the_wrong_scope_is_refused(tmp_path, old, new, po
     root = edited(tmp_path, "sizing.yaml", old, new)
     error = refused(root, rf"scaling\.calibration\.{point}\.link: '.*' is an {scope} link")
     assert error.location.line == line_of(root, "sizing.yaml", f"{point}: ")
+
+
+def test_a_misspelt_heuristic_key_is_refused_at_its_line(tmp_path):
+    """`sectoin:` in heuristics.yaml is refused at its line with the key meant (it was dropped, and the heuristic
+    lost its section in every rule page)."""
+    root = edited(tmp_path, "heuristics.yaml", "  section: Capacity and fit", "  sectoin: Capacity and fit")
+    error = refused(root, r"heuristic 'H-FIT-CAPACITY': unknown key 'sectoin'")
+    assert error.location.line == line_of(root, "heuristics.yaml", "sectoin:")
+    assert error.suggestion and "section" in error.suggestion
+
+
+def test_an_empty_heuristic_section_is_no_section(tmp_path):
+    """`section:` left empty is no section, not the text "None" in every page that quotes the heuristic."""
+    root = edited(tmp_path, "heuristics.yaml", "  section: Capacity and fit", "  section:")
+    assert load_knowledge(root).heuristics["H-FIT-CAPACITY"]["section"] == ""

@@ -21,6 +21,7 @@ from pydantic import (
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, location_of
 from ..yamlsrc import to_plain as _plain
+from .heuristics import read_heuristics
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
 from .vocabulary import LATENCIES
@@ -319,7 +320,7 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     check_sizing(sizing, str(root / "sizing.yaml"))
     latency = _digested(root, "latency.yaml", files)
     _check_latency(latency, root / "latency.yaml")
-    heuristics = _heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml")
+    heuristics = read_heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml")
     _check_cards(tables["gpus"], tables["links"], raw["gpus"]["gpus"], str(root / "gpus.yaml"))
     check_sizing_names(sizing, str(root / "sizing.yaml"), lambda table, name: _lookup(tables[table], name, table[:-1]))
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
@@ -377,21 +378,3 @@ def _check_latency(data, path: Path) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
             raise KnowledgeError(f"per_user_tokens_per_s.{name}: expected a positive number of tokens/s",
                                  location=where)
-
-
-def _heuristics(data, path: Path) -> dict[str, dict]:
-    entries = data.get("heuristics") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise KnowledgeError("expected a top-level 'heuristics:' list", location=Location(str(path), 1, 1))
-    out = {}
-    for index, item in enumerate(entries):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
-            raise KnowledgeError("each heuristic needs 'id' and 'text'",
-                                 location=location_of(entries, index, str(path)))
-        where = location_of(entries, index, str(path))
-        if item["id"] in out:  # the second would replace the first's text in every page and explanation
-            raise KnowledgeError(f"duplicate heuristic id '{item['id']}'", location=where)
-        out[item["id"]] = {"section": str(item.get("section", "")), "text": item["text"]}
-    return out
-
-
