@@ -120,3 +120,39 @@ def test_concurrent_records_still_share_transactions(pg_log):
     committer = pg_log._group_commit()
     assert len(set(ids)) == 160 and len(pg_log.list(limit=200)) == 160
     assert committer.rows == 160 and committer.batches < 160
+
+
+def test_a_locked_table_fails_records_and_readiness_instead_of_holding_them(pg_target, monkeypatch):
+    """While another session holds the table's ACCESS EXCLUSIVE lock (VACUUM FULL, ALTER TABLE), readiness says
+    no and a record fails with DecisionLogError once the statement limit passes, instead of waiting for the lock."""
+    import psycopg
+    monkeypatch.setattr(postgres, "WRITE_STATEMENT_SECONDS", 0.5, raising=False)
+    log = open_log(pg_target)
+    try:
+        assert log.writable()
+        with psycopg.connect(pg_target) as locker:
+            locker.execute("LOCK TABLE decisions IN ACCESS EXCLUSIVE MODE")  # held until this transaction ends
+            assert not log.writable()
+            write, outcome = _in_thread(lambda: log.record({"task": "inference"}, ANSWER, "http"))
+            write.join(60)
+            finished = not write.is_alive()
+            locker.rollback()
+        write.join(60)
+        assert finished, "a record waited for the table lock instead of failing"
+        assert isinstance(outcome.get("error"), DecisionLogError), outcome
+        assert "statement timeout" in str(outcome["error"])
+        assert log.writable() and log.get(log.record({"task": "inference"}, ANSWER, "http")) is not None
+    finally:
+        log.close()
+
+
+def test_a_statement_limit_the_url_sets_is_kept(pg_target):
+    """A statement_timeout the operator put in the URL's options is the one the log's connections use."""
+    log = open_log(pg_target.replace("options=", "options=-cstatement_timeout%3D1234%20"))
+    try:
+        with log.writer("test") as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1234ms"
+        with log.reader() as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1234ms"
+    finally:
+        log.close()

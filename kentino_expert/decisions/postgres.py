@@ -26,6 +26,12 @@ PROBE_WAIT = 1.0  # /readyz: under HAProxy's 2 s check timeout, so a lost log is
 DOWN_WAIT = 0.05  # while the server is known unreachable: only a connection the pool already has
 RETAKE_WAIT = 0.5  # after a dropped connection: a new one comes in milliseconds if the server answers
 RECONNECT_SECONDS = 5.0  # a pool's reconnection attempts back off (1, 2 s ...) for this long, then start over
+# how long the server may spend on one statement before it cancels it: a write or read that waits on a lock
+# (VACUUM FULL, ALTER TABLE, a DBA's LOCK TABLE) or a stalled server fails then instead of holding the request
+# and every decision queued behind it in the group commit for as long as the lock is held
+WRITE_STATEMENT_SECONDS = 10.0
+READ_STATEMENT_SECONDS = 30.0
+PROBE_LOCK_SECONDS = 0.5  # /readyz: how long the probe waits for the table's write lock (within PROBE_WAIT)
 
 
 def _url_passwords(url: str) -> list[str]:
@@ -67,13 +73,13 @@ class _Pool:
     """One psycopg_pool.ConnectionPool with the log's waits: normal, or only-what-is-ready while the
     server is known unreachable (a connection taken, or a statement run, says whether it is)."""
 
-    def __init__(self, log: PostgresDecisionLog, name: str, size: int, wait: float, configure=None):
+    def __init__(self, log: PostgresDecisionLog, name: str, size: int, wait: float, configure, min_size: int):
         self._log, self._wait = log, wait
         self._psycopg = log.psycopg
         self.unreachable = False
         pool_class = log.psycopg_pool.ConnectionPool
         self.size = size
-        self.pool = pool_class(log.url, name=name, min_size=0 if configure else 1, max_size=size,
+        self.pool = pool_class(log.url, name=name, min_size=min_size, max_size=size,
                                kwargs={"autocommit": True, "connect_timeout": 10}, configure=configure,
                                timeout=wait, reconnect_timeout=RECONNECT_SECONDS, num_workers=1, open=True)
 
@@ -120,7 +126,19 @@ class _Pool:
         self.pool.close(timeout=5)
 
 
-def _read_only(conn) -> None:
+def _bound_statements(conn, seconds: float) -> None:
+    """Let the server cancel a statement after `seconds`, unless the URL, role or database already set a limit
+    (the operator's own choice wins)."""
+    if conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0] == "0":
+        conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+
+
+def _writer_session(conn) -> None:
+    _bound_statements(conn, WRITE_STATEMENT_SECONDS)
+
+
+def _reader_session(conn) -> None:
+    _bound_statements(conn, READ_STATEMENT_SECONDS)
     conn.execute("SET default_transaction_read_only = on")  # a reader never writes, whatever it is asked
 
 
@@ -142,8 +160,8 @@ class PostgresDecisionLog(DecisionLog):
             if isinstance(exc, DecisionLogError):
                 raise DecisionLogError(f"decision log {self.safe_url()}: {exc.message}") from None
             raise self.error("cannot open", exc) from None
-        self._writers = _Pool(self, "kentino-log-write", WRITERS, WRITE_WAIT)
-        self._readers = _Pool(self, "kentino-log-read", READERS, READ_WAIT, configure=_read_only)
+        self._writers = _Pool(self, "kentino-log-write", WRITERS, WRITE_WAIT, _writer_session, min_size=1)
+        self._readers = _Pool(self, "kentino-log-read", READERS, READ_WAIT, _reader_session, min_size=0)
 
     def safe_url(self) -> str:
         """The URL with its password masked, whether given as user:password@ or as ?password=."""
@@ -189,10 +207,14 @@ class PostgresDecisionLog(DecisionLog):
             return conn.execute(sql, args).fetchall()
 
     def _probe_write(self) -> None:
-        with self.writer("not reachable", wait=PROBE_WAIT) as conn:
+        """A write could start now: the server answers, is not read-only, and the table's write lock (what an
+        INSERT takes) is free: a table locked by VACUUM FULL or ALTER TABLE would hold every record."""
+        with self.writer("not writable", wait=PROBE_WAIT) as conn, conn.transaction():
             row = conn.execute("SELECT current_setting('transaction_read_only')").fetchone()
-        if row and row[0] == "on":
-            raise DecisionLogError(f"decision log {self.safe_url()}: the database is read-only")
+            if row and row[0] == "on":
+                raise DecisionLogError(f"decision log {self.safe_url()}: the database is read-only")
+            conn.execute(f"SET LOCAL lock_timeout = {int(PROBE_LOCK_SECONDS * 1000)}")
+            conn.execute("LOCK TABLE decisions IN ROW EXCLUSIVE MODE")
 
     def close(self) -> None:
         """Close both pools; later calls raise LogUnavailable('... is closed')."""
