@@ -346,3 +346,15 @@ def test_postgres_url_password_is_masked_everywhere():
         assert "hunter2" not in str(info.value) and "\n" not in str(info.value), str(info.value)
     result = CliRunner().invoke(_cli(), ["decisions", "list", "--db", "postgresql://127.0.0.1:1/db?password=hunter2"])
     assert result.exit_code == 2 and "hunter2" not in result.output and len(result.output.splitlines()) == 1
+
+
+def test_cli_unknown_id_on_postgresql_masks_the_password(pg_target):
+    """`decisions show`, `replay` and `explain` of an unknown id name a PostgreSQL log without its password."""
+    from kentino_expert.decisions.postgres import _url_passwords
+    url = pg_target if _url_passwords(pg_target) else f"{pg_target}&password=kentino-test-secret"
+    secret = _url_passwords(url)[0]
+    open_log(url).close()
+    for command in (["decisions", "show"], ["decisions", "replay"], ["explain"]):
+        result = CliRunner().invoke(_cli(), [*command, "no-such-id", "--db", url])
+        assert result.exit_code == 2 and "no decision 'no-such-id'" in result.output, result.output
+        assert secret not in result.output and "***" in result.output

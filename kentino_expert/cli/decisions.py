@@ -106,7 +106,7 @@ def _decision(db, decision_id) -> dict:
     finally:
         log.close()
     if row is None:
-        raise UserError(f"no decision '{decision_id}' in {log.url}")
+        raise UserError(f"no decision '{decision_id}' in {log.safe_url()}")
     return row
 
 

@@ -197,6 +197,10 @@ class DecisionLog:
         """Up to `limit` summaries newest first (see `page` for one page with its cursor)."""
         return list(self.iter_decisions(since=since, kind=kind, limit=limit))
 
+    def safe_url(self) -> str:
+        """The log's target as it may be printed (the PostgreSQL log masks its password)."""
+        return self.url
+
     def writable(self) -> bool:
         """True when a write transaction can be opened now (used by /readyz)."""
         try:
