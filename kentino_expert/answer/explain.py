@@ -19,6 +19,7 @@ from .charts.text import to_html as chart_html
 from .charts.text import to_markdown as chart_markdown
 from .questions import given_facts, rank_questions
 from .render import numbered, provisional_heading, provisional_lines
+from .subject import checked_subject
 from .whynot import absent_notes, condition_values, describe_values, state_of, why_not_from
 
 
@@ -28,7 +29,8 @@ def _normalise(expert, subject) -> tuple[dict, dict | None]:
         return subject.model_dump(mode="json"), None
     if not isinstance(subject, dict):
         raise TypeError(f"cannot explain a {type(subject).__name__}")
-    if isinstance(subject.get("answer"), dict):
+    if "answer" in subject:  # a logged decision: another program may have written its row, so its shape is checked
+        subject = checked_subject(subject)
         meta = {k: subject.get(k) for k in ("decision_id", "created_at", "source", "session_id", "turn", "digest")}
         return subject["answer"], meta
     if "recommendation" in subject and "trace" in subject:

@@ -128,7 +128,10 @@ def decisions_replay(decision_id, rules_dir, knowledge_dir, db, fmt):
     """Re-evaluate a decision's facts with the current rules; exit 0 if unchanged, 1 if changed."""
     row = _decision(db, decision_id)
     expert = make_expert(rules_dir, knowledge_dir)
-    result = replay(expert, row)
+    try:
+        result = replay(expert, row)
+    except InputError as exc:  # a row another program wrote
+        raise UserError(f"{decision_id}: cannot replay: {exc}") from None
     if fmt == "json":
         click.echo(json.dumps({**result.report(), **sources(expert.rules_dir, expert.knowledge_dir)}, indent=2,
                               default=str))

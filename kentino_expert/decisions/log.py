@@ -76,6 +76,7 @@ class DecisionLog:
     url: str
     _P = "?"
     _T = "?"
+    _JSON_AS_TEXT = True  # the JSON columns come back as text to parse (SQLite), not as values (PostgreSQL)
     # who answered, recorded in every row (`serve` sets its --instance; default: default_instance())
     instance: str | None = None
     # told each committed row and the seconds its commit took (the service's metrics); its failure never
@@ -226,12 +227,19 @@ class DecisionLog:
         self.close()
 
     def _decoded(self, columns, values) -> dict:
-        """A row as a dict: the time as ISO-8601 UTC text, JSON columns as Python values."""
+        """A row as a dict: the time as ISO-8601 UTC text, JSON columns as Python values (parsed here only where
+        the store keeps them as text: PostgreSQL's driver has already parsed JSONB, and a JSON string it gave
+        is a value, not JSON to parse again)."""
         row = dict(zip(columns, values, strict=True))
         row["created_at"] = self._time_text(row["created_at"])
         for key in ("facts", "answer"):
-            if isinstance(row.get(key), (str, bytes)):
-                row[key] = json.loads(row[key])
+            if self._JSON_AS_TEXT and isinstance(row.get(key), (str, bytes)):
+                try:
+                    row[key] = json.loads(row[key])
+                except (ValueError, RecursionError):  # a row another program wrote
+                    name = str(row["decision_id"])[:100]
+                    raise DecisionLogError(f"decision log {self.safe_url()}: decision '{name}': "
+                                           f"its {key} is not JSON") from None
         return row
 
     @staticmethod

@@ -147,6 +147,7 @@ class PostgresDecisionLog(DecisionLog):
 
     _P = "%s"
     _T = "%s::timestamptz"
+    _JSON_AS_TEXT = False
 
     def __init__(self, url: str):
         self.url = url

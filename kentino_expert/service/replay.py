@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from ..answer.subject import checked_subject
 from ..errors import KentinoError
 
 # what of a recommendation a change of the rules can move
@@ -46,7 +47,10 @@ class Replay(BaseModel):
 
 
 def replay(expert, decision: dict) -> Replay:
-    """Re-evaluate a stored decision's facts with the current rules; report what changed and digest drift."""
+    """Re-evaluate a stored decision's facts with the current rules; report what changed and digest drift.
+    InputError naming the field when the stored decision is not the shape the log writes (another program
+    may have written its row)."""
+    decision = checked_subject(decision)
     old = decision.get("answer") or {}
     old_digest = decision.get("digest") or (old.get("ruleset") or {}).get("digest")
     drift = {"decision_id": decision.get("decision_id"), "old_digest": old_digest,

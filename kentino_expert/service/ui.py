@@ -103,4 +103,8 @@ def add_ui_routes(app, holder, decision_log) -> None:
             return message_page("The decision log cannot be read", exc.message, 503)
         if row is None:
             return message_page("No such decision", f"There is no decision '{decision_id[:200]}' in the log.", 404)
-        return page(explain_html(holder.current(), row))
+        try:
+            return page(explain_html(holder.current(), row))
+        except InputError as exc:  # a row another program wrote, not in the shape the log writes
+            return message_page("This decision cannot be explained",
+                                f"Its stored row is not in the shape the log writes: {exc}", 422)
