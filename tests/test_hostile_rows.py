@@ -93,3 +93,15 @@ def test_the_api_and_browser_refuse_a_hostile_row_with_422(hostile_log):
         assert explained.status_code == 422 and explained.json()["detail"][0]["field"] == field
         page = client.get(f"/ui/decisions/{decision_id}")
         assert page.status_code == 422 and field in page.text
+
+
+def test_decisions_list_escapes_control_characters_of_a_row(tmp_path):
+    """`decisions list` prints a row's control characters as escapes: one line per decision, no terminal codes."""
+    db = str(tmp_path / "hostile.db")
+    with open_log(db) as log:
+        log._write("INSERT INTO decisions (decision_id, created_at, session_id, source, facts, answer, kind, digest, "
+                   "engine) VALUES (?, ?, ?, 'cli', '{}', '{}', ?, ?, 'other')",
+                   ["h-ctrl", "2025-01-31T12:00:00+00:00", "s\x1b[31mred\nforged line", "k\nind", "d\x1b[2J"])
+    listed = CliRunner().invoke(cli, ["decisions", "list", "--db", db])
+    assert listed.exit_code == 0 and "\x1b" not in listed.output
+    assert listed.output.splitlines()[1:] == ["1 decision(s)"] and "\\x1b[31m" in listed.output

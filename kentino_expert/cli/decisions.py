@@ -15,7 +15,7 @@ from ..answer.subject import checked_subject
 from ..decisions.meta import normalise_time
 from ..domain.vocabulary import KINDS
 from ..domain.workload import strict_json_loads
-from ..errors import InputError, KentinoError
+from ..errors import InputError, KentinoError, printable
 from ..service.replay import replay
 from .common import (
     KentinoGroup,
@@ -57,8 +57,9 @@ def decisions_list(since, kind, limit, fmt, db):
         for row in rows:
             where = f" session={row['session_id']}" + (f" turn={row['turn']}" if row["turn"] is not None else "") \
                 if row["session_id"] else ""
-            click.echo(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
-                       f"{row['digest'][:12]}{where}")
+            # the row may come from another program: its text must not colour the terminal or forge a line
+            click.echo(printable(f"{row['created_at']}  {row['decision_id']}  {row['source']:<4} {row['kind']:<16} "
+                                 f"{row['digest'][:12]}{where}"))
             count += 1
         click.echo(f"{count} decision(s)")
     finally:
