@@ -13,6 +13,7 @@ import yaml
 from kentino_expert.answer.failures import forget_logged_sites
 from kentino_expert.decisions.connect import open_log
 from kentino_expert.expert import Expert, reset_default_expert
+from kentino_expert.service.log_failures import forget_logged
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"
@@ -22,9 +23,10 @@ PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
 @pytest.fixture(autouse=True)
 def _reset_engine_state():
     """Every test starts without the process-wide expert (its durable session counter and handles), and with no
-    evaluation failure's traceback logged yet."""
+    evaluation failure's traceback or decision log failure logged yet."""
     reset_default_expert()
     forget_logged_sites()
+    forget_logged()
     yield
     reset_default_expert()
 

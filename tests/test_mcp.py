@@ -203,6 +203,19 @@ def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, e
                                 "infinity to integer", text
 
 
+def test_a_log_failure_is_a_tool_error_that_names_no_database(tmp_path, expert):
+    """A decision log that cannot be written or read is a tool error in a sentence, as over HTTP: the log's own
+    words (on PostgreSQL its user, host and database) stay in the server's log."""
+    log = open_log(tmp_path / "hidden-name.db")
+    server = build_server(expert, log)
+    log.close()
+    wrote = _call(server, "recommend", FINETUNE)
+    read = _call(server, "explain", {"decision_id": "d" * 32})
+    assert wrote[0] and wrote[1].startswith("the decision could not be recorded, so it is not given"), wrote
+    assert read[0] and read[1].startswith("the decision log cannot be read now"), read
+    assert "hidden-name" not in wrote[1] + read[1]
+
+
 @pytest.mark.parametrize("arguments, start", [
     ({}, "give a decision_id or facts"), ({"decision_id": 7}, "decision_id: must be a string"),
     ({"facts": ["task"]}, "facts: must be a JSON object"), ({"decision": "x"}, "decision: unknown argument"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import pytest
@@ -305,6 +306,23 @@ def test_readyz_fails_when_log_is_closed(tmp_path):
         assert client.get("/readyz").status_code == 503
         response = client.post("/v1/recommend", json=CHAT)
         assert response.status_code == 503 and "not given" in response.json()["detail"][0]["message"]
+
+
+def test_a_log_failure_names_no_database_to_the_client_and_is_logged_once(tmp_path, caplog):
+    """A 503 for a log that cannot be written or read says which in a sentence, without the log's target (on
+    PostgreSQL its user, host and database); the server's log has the reason, once while it stays the same."""
+    path = tmp_path / "hidden-name.db"
+    log = open_log(path)
+    with local_client(create_app(log=log)) as client, caplog.at_level(logging.WARNING, logger="uvicorn.error"):
+        log.close()
+        written = [client.post("/v1/recommend", json=CHAT) for _ in range(3)]
+        read = client.get("/v1/decisions")
+    messages = [r.json()["detail"][0]["message"] for r in [*written, read]]
+    assert all(r.status_code == 503 for r in [*written, read]) and not any("hidden-name" in m for m in messages)
+    assert messages[0].startswith("the decision could not be recorded, so it is not given")
+    assert messages[-1].startswith("the decision log cannot be read now")
+    logged = [r.getMessage() for r in caplog.records if "hidden-name" in r.getMessage()]
+    assert len(logged) == 1, logged
 
 
 def test_reload_refuses_broken_rules_and_keeps_serving(tmp_path, log):

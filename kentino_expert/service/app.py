@@ -36,6 +36,7 @@ from .api_routes import add_answer_routes, add_decision_routes, detail
 from .follower import holder_for, sandboxed_factory
 from .guard import Access, Guard, authorise, document_access
 from .http_io import BadRequest, HeadAsGet, allow_with_head
+from .log_failures import public_message
 from .mcp_http import mount_mcp
 from .metrics import install as install_metrics
 from .ui import add_ui_routes
@@ -174,8 +175,8 @@ def _install_error_handlers(app) -> None:
         return detail(exc.field or exc.name or "facts", exc.suggested())
 
     @app.exception_handler(DecisionLogError)
-    async def _log_error(request, exc: DecisionLogError):
-        return detail(None, f"the decision could not be recorded, so it is not given: {exc.message}", 503)
+    async def _log_error(request, exc: DecisionLogError):  # its words name the database: see log_failures.py
+        return detail(None, public_message(exc, writing=request.method == "POST"), 503)
 
     @app.exception_handler(KentinoError)
     async def _kentino(request, exc: KentinoError):

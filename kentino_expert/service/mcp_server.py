@@ -17,11 +17,12 @@ from typing import Any
 from .. import fastjson
 from ..answer.explain import explain_markdown
 from ..decisions.connect import open_log
-from ..errors import EngineError, KentinoError
+from ..errors import DecisionLogError, EngineError, KentinoError
 from ..expert import Expert
 from ..version import __version__
 from .compact import check_view, compact
 from .decide import decide
+from .log_failures import public_message
 from .tool_schema import META_KEYS, request_schema
 
 SERVER_NAME = "kentino-expert"
@@ -152,6 +153,8 @@ def _tool_errors(tool: str, unexpected: str):
         yield
     except ToolFailed:
         raise
+    except DecisionLogError as exc:  # its words name the database: the server's log gets them (log_failures.py)
+        raise ToolFailed(public_message(exc, writing=tool == "recommend")) from None
     except KentinoError as exc:
         raise ToolFailed(_message(exc)) from None
     except Exception:
