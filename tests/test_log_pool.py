@@ -156,3 +156,30 @@ def test_a_statement_limit_the_url_sets_is_kept(pg_target):
             assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1234ms"
     finally:
         log.close()
+
+
+def test_connections_find_a_silent_peer_dead_unless_the_url_says_otherwise(pg_target):
+    """Every connection of the log has TCP keepalives and a limit on unacknowledged data, so a peer dropped
+    without a word (a NAT's idle timeout) fails a request instead of holding it; a setting the URL gives wins."""
+    log = open_log(f"{pg_target}&keepalives_idle=7")
+    try:
+        for take in (lambda: log.writer("test"), log.reader):
+            with take() as conn:
+                given = conn.info.get_parameters()
+                assert (given["keepalives"], given["tcp_user_timeout"], given["keepalives_idle"]) == ("1", "30000", "7")
+    finally:
+        log.close()
+
+
+def test_the_listener_reads_the_active_set_again_without_a_notification(pg_target):
+    """A LISTEN connection that hears nothing (a NAT dropped it silently) does not leave a replica on an old rule
+    set for good: the active set is read again after each quiet interval, not only on NOTIFY."""
+    from kentino_expert.decisions.published import Listener
+    log = open_log(pg_target)
+    calls = []
+    listener = Listener(log, lambda: calls.append(time.monotonic()), recheck_seconds=0.2).start()
+    try:
+        wait_until(lambda: len(calls) >= 3, 30, "two reads after the first, with no NOTIFY sent")
+    finally:
+        listener.stop()
+        log.close()

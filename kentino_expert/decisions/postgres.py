@@ -32,6 +32,23 @@ RECONNECT_SECONDS = 5.0  # a pool's reconnection attempts back off (1, 2 s ...) 
 WRITE_STATEMENT_SECONDS = 10.0
 READ_STATEMENT_SECONDS = 30.0
 PROBE_LOCK_SECONDS = 0.5  # /readyz: how long the probe waits for the table's write lock (within PROBE_WAIT)
+# libpq's settings of every connection the log opens, unless its URL sets them: a connection whose peer is gone
+# without a word (a NAT or firewall that drops idle flows, a host that lost power) is found dead by TCP
+# keepalives, and sent data left unacknowledged fails after tcp_user_timeout, instead of waiting on the kernel's
+# retransmissions for a quarter of an hour with a decision (or the rule-set listener) inside
+CONNECTION_DEFAULTS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                       "keepalives_count": 3, "tcp_user_timeout": 30_000}
+
+
+def connection_settings(url: str) -> dict:
+    """CONNECTION_DEFAULTS without what the URL sets itself (its own choice wins: psycopg's keyword arguments
+    would override it)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        given = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL psycopg cannot read fails at connect, with the log's own message
+        given = {}
+    return {name: value for name, value in CONNECTION_DEFAULTS.items() if name not in given}
 
 
 def _url_passwords(url: str) -> list[str]:
@@ -80,7 +97,7 @@ class _Pool:
         pool_class = log.psycopg_pool.ConnectionPool
         self.size = size
         self.pool = pool_class(log.url, name=name, min_size=min_size, max_size=size,
-                               kwargs={"autocommit": True, "connect_timeout": 10}, configure=configure,
+                               kwargs={"autocommit": True, **connection_settings(log.url)}, configure=configure,
                                timeout=wait, reconnect_timeout=RECONNECT_SECONDS, num_workers=1, open=True)
 
     def _take(self, what: str, wait: float):

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from ..errors import DecisionLogError, KentinoError, Location, LogUnavailable
-from .postgres import PostgresDecisionLog
+from .postgres import PostgresDecisionLog, connection_settings
 
 CHANNEL = "kentino_rule_set"
 ROOTS = ("rules", "knowledge")  # a file's name is ROOT/NAME: the directory it came from, then its name
 MAX_FILE_BYTES = 4 << 20  # a rule or knowledge file larger than this is refused (the loaders read YAML)
 RECONNECT_SECONDS = 1.0
+RECHECK_SECONDS = 30.0  # the active set is read again after this long without a notification
 _log = logging.getLogger("kentino_expert.published")
 
 
@@ -125,8 +127,10 @@ class Listener:
     """LISTEN on CHANNEL on a connection of its own, in a daemon thread; `on_change()` is called (in that
     thread) after each (re)connection and on each notification. Stopped by `stop()`."""
 
-    def __init__(self, log, on_change: Callable[[], None], poll_seconds: float = 0.5):
+    def __init__(self, log, on_change: Callable[[], None], poll_seconds: float = 0.5,
+                 recheck_seconds: float = RECHECK_SECONDS):
         self._url = _store(log).url
+        self._recheck = recheck_seconds
         self._scrub = log.safe_url
         self._psycopg = log.psycopg
         self._on_change = on_change
@@ -155,13 +159,18 @@ class Listener:
             self._stopping.wait(RECONNECT_SECONDS)
 
     def _listen(self) -> None:
-        with self._psycopg.connect(self._url, autocommit=True, connect_timeout=10) as conn:
+        with self._psycopg.connect(self._url, autocommit=True, **connection_settings(self._url)) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             self.connected.set()
             self._changed()  # what was published while this replica was not listening
+            checked = time.monotonic()
             while not self._stopping.is_set():
-                if any(True for _ in conn.notifies(timeout=self._poll, stop_after=1)):
+                heard = any(True for _ in conn.notifies(timeout=self._poll, stop_after=1))
+                # a LISTEN connection a NAT dropped without a word hears nothing ever again: the active set is
+                # read again after each quiet RECHECK_SECONDS, so a replica follows a publish late, never not
+                if heard or time.monotonic() - checked >= self._recheck:
                     self._changed()
+                    checked = time.monotonic()
 
     def _changed(self) -> None:
         try:
