@@ -146,3 +146,16 @@ def test_an_empty_heuristic_section_is_no_section(tmp_path):
     """`section:` left empty is no section, not the text "None" in every page that quotes the heuristic."""
     root = edited(tmp_path, "heuristics.yaml", "  section: Capacity and fit", "  section:")
     assert load_knowledge(root).heuristics["H-FIT-CAPACITY"]["section"] == ""
+
+
+@pytest.mark.parametrize("filename, old, new, field", [
+    ("gpus.yaml", "memory_gb: 48", "memory_gb: true", r"gpus\[2\]\.memory_gb"),
+    ("models.yaml", "layers: 80", "layers: true", r"\.layers"),
+    ("gpus.yaml", "node_shapes: [", "node_shapes: [true, ", r"\.node_shapes"),
+])
+def test_true_or_false_where_a_number_goes_is_refused(tmp_path, filename, old, new, field):
+    """YAML's true where a number goes is refused at its line: pydantic had read it as 1, a 1 GB card or a
+    one-layer model, sized without a word."""
+    root = edited(tmp_path, filename, old, new)
+    error = refused(root, field + r".*expected a number, not true or false")
+    assert error.location.line == line_of(root, filename, new)

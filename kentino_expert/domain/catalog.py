@@ -24,27 +24,23 @@ from ..yamlsrc import to_plain as _plain
 from .heuristics import read_heuristics
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
+from .spec_model import Spec
 from .vocabulary import LATENCIES
 from .workload import fact_problem
 
-# allow_inf_nan=False: PositiveFloat takes .inf, which then divides into zeros and infinities inside the sizing
-_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-
-class LocalAttention(BaseModel):
+class LocalAttention(Spec):
     """Local attention on some layers: those keep the KV cache of the last `window` tokens only (sliding), or of
     the current `window`-token chunk (chunked); either way at most min(context, window) tokens."""
 
-    model_config = _FROZEN
     kind: Literal["sliding", "chunked"]
     window: PositiveInt
     layers: PositiveInt  # how many of the model's layers attend locally
 
 
-class Mla(BaseModel):
+class Mla(Spec):
     """Multi-head latent attention: the per-token latent that replaces K and V, and the projections' ranks."""
 
-    model_config = _FROZEN
     kv_lora_rank: PositiveInt
     qk_rope_head_dim: PositiveInt
     qk_nope_head_dim: PositiveInt
@@ -52,10 +48,9 @@ class Mla(BaseModel):
     q_lora_rank: PositiveInt | None = None  # None: the query is one projection, not a low-rank pair
 
 
-class Moe(BaseModel):
+class Moe(Spec):
     """Mixture-of-experts layout: routed experts, experts per token, shared experts and the experts' width."""
 
-    model_config = _FROZEN
     experts: PositiveInt
     experts_per_token: PositiveInt
     expert_intermediate_size: PositiveInt
@@ -69,18 +64,16 @@ class Moe(BaseModel):
         return self
 
 
-class NativePrecision(BaseModel):
+class NativePrecision(Spec):
     """What the released checkpoint stores when it is not BF16: a format on a part of the weights."""
 
-    model_config = _FROZEN
     format: Literal["fp8", "mxfp4"]
     scope: Literal["linear-layers", "routed-experts"]
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(Spec):
     """One model's architecture, as its config.json states it."""
 
-    model_config = _FROZEN
     id: str
     name: str
     params_b: PositiveFloat
@@ -139,10 +132,9 @@ class ModelSpec(BaseModel):
         return self.layers - (self.moe.moe_layers if self.moe else 0)
 
 
-class GpuSpec(BaseModel):
+class GpuSpec(Spec):
     """One card, as its vendor data sheet states it."""
 
-    model_config = _FROZEN
     id: str
     name: str
     memory_gb: PositiveFloat
@@ -169,10 +161,9 @@ class GpuSpec(BaseModel):
         return self
 
 
-class LinkSpec(BaseModel):
+class LinkSpec(Spec):
     """One GPU-to-GPU link: bandwidth per GPU per direction and one hop's latency."""
 
-    model_config = _FROZEN
     id: str
     name: str
     scope: Literal["intra-node", "inter-node"]
