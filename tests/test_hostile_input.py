@@ -427,7 +427,7 @@ class TestDiffBase:
         """An unreadable file in the --base rules is blamed on the base, not on rules/fit.yaml of the new set."""
         (rules_copy / "fit.yaml").write_bytes(b"\xff\xfe")
         result = run_cli("rules", "diff", "--base", rules_copy, ROOT / "tests" / "scenarios" / "reference.yaml")
-        assert_one_line_error(result, f"error: base {rules_copy}: rules/fit.yaml: E001")
+        assert_one_line_error(result, f"error: base {rules_copy}: rules/fit.yaml:1:1: E001: not UTF-8 text")
 
     @needs_git
     def test_nothing_left_behind(self, tmp_path):
