@@ -152,6 +152,7 @@ def test_an_empty_heuristic_section_is_no_section(tmp_path):
     ("gpus.yaml", "memory_gb: 48", "memory_gb: true", r"gpus\[2\]\.memory_gb"),
     ("models.yaml", "layers: 80", "layers: true", r"\.layers"),
     ("gpus.yaml", "node_shapes: [", "node_shapes: [true, ", r"\.node_shapes"),
+    ("sizing.yaml", "kv_cache_bytes: 2.0", "kv_cache_bytes: true", r"kv_cache_bytes"),
 ])
 def test_true_or_false_where_a_number_goes_is_refused(tmp_path, filename, old, new, field):
     """YAML's true where a number goes is refused at its line: pydantic had read it as 1, a 1 GB card or a

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
 from ..yamlsrc import location_at
+from .spec_model import Spec
 from .vocabulary import LATENCIES, Precision
 
-_SHAPE = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
-class _Section(BaseModel):
-    model_config = _SHAPE
+class _Section(Spec):
     source: str | None = None  # where the section's figures come from
 
 
@@ -69,8 +68,7 @@ class Serving(_Section):
         return self
 
 
-class CalibrationPoint(BaseModel):
-    model_config = _SHAPE
+class CalibrationPoint(Spec):
     gpus: PositiveInt
     nodes: PositiveInt
     link: str
@@ -117,10 +115,9 @@ class Estimation(_Section):
     intermediate_per_hidden: PositiveFloat
 
 
-class SizingConstants(BaseModel):
-    """knowledge/sizing.yaml as a whole."""
+class SizingConstants(Spec):
+    """knowledge/sizing.yaml as a whole (Spec: frozen, no unknown key, no infinity, no true for a number)."""
 
-    model_config = _SHAPE
     precision_bytes: PrecisionBytes
     unquantised_bytes: PositiveFloat
     qlora_base_bytes: PositiveFloat
