@@ -32,6 +32,15 @@ def refused(root: Path, match: str) -> KnowledgeError:
     return caught.value
 
 
+def refused_at(root: Path, filename: str, match: str, text: str) -> KnowledgeError:
+    """The error loading `root` raises (matching `match`), checked to stand in `filename` at the line holding
+    `text`: the line to fix, not the entry's first."""
+    error = refused(root, match)
+    assert error.location.file.endswith(filename), error.location
+    assert error.location.line == line_of(root, filename, text), error.location
+    return error
+
+
 def line_of(root: Path, filename: str, text: str) -> int:
     """The 1-based line of the first line of `filename` that holds `text`."""
     lines = (root / filename).read_text(encoding="utf-8").splitlines()
@@ -62,15 +71,13 @@ def test_a_scenario_file_that_is_not_utf8_is_located(tmp_path):
 def test_a_field_error_is_at_the_fields_line(tmp_path):
     """A wrong value is reported at its own line, not at the first line of its entry."""
     root = edited(tmp_path, "gpus.yaml", "memory_gb: 48", "memory_gb: 48GB")
-    error = refused(root, r"gpus\[2\]\.memory_gb: Input should be a valid number")
-    assert error.location.line == line_of(root, "gpus.yaml", "memory_gb: 48GB")
+    refused_at(root, "gpus.yaml", r"gpus\[2\]\.memory_gb: Input should be a valid number", "memory_gb: 48GB")
 
 
 def test_an_unknown_intra_node_link_is_located(tmp_path):
     """A misspelt intra_node_link is refused at its line, with the link meant (it had no line at all)."""
     root = edited(tmp_path, "gpus.yaml", "intra_node_link: pcie-gen4-p2p", "intra_node_link: pcie-gen4-pp")
-    error = refused(root, r"gpus\[2\]\.intra_node_link: unknown link 'pcie-gen4-pp'")
-    assert error.location.line == line_of(root, "gpus.yaml", "pcie-gen4-pp")
+    error = refused_at(root, "gpus.yaml", r"gpus\[2\]\.intra_node_link: unknown link 'pcie-gen4-pp'", "pcie-gen4-pp")
     assert error.suggestion and "pcie-gen4-p2p" in error.suggestion
 
 
@@ -85,16 +92,14 @@ def test_an_inter_node_link_inside_the_box_is_refused(tmp_path):
     """A card whose in-box link is a network link is refused: the box's own traffic would be sized at the
     network's speed and the answers would move without a word."""
     root = edited(tmp_path, "gpus.yaml", "intra_node_link: pcie-gen4-p2p", "intra_node_link: roce-100gbe")
-    error = refused(root, r"gpus\[2\]\.intra_node_link: 'roce-100gbe' is an inter-node link")
-    assert error.location.line == line_of(root, "gpus.yaml", "roce-100gbe")
+    refused_at(root, "gpus.yaml", r"gpus\[2\]\.intra_node_link: 'roce-100gbe' is an inter-node link", "roce-100gbe")
 
 
 def test_a_shipped_card_without_shapes_is_located(tmp_path):
     """A card Kentino ships with `node_shapes: []` is refused at that line (it had no line at all)."""
     root = edited(tmp_path, "gpus.yaml", "node_shapes: [8]\n    source: NVIDIA L40",
                   "node_shapes: []\n    source: NVIDIA L40")
-    error = refused(root, r"gpus\[2\]\.node_shapes: 'l40' is a card Kentino ships")
-    assert error.location.line == line_of(root, "gpus.yaml", "node_shapes: []")
+    refused_at(root, "gpus.yaml", r"gpus\[2\]\.node_shapes: 'l40' is a card Kentino ships", "node_shapes: []")
 
 
 def test_swapped_head_counts_are_refused(tmp_path):
@@ -102,25 +107,24 @@ def test_swapped_head_counts_are_refused(tmp_path):
     turned a single node for a 70B chat into data-parallel replicas."""
     root = edited(tmp_path, "models.yaml", "attention_heads: 64\n    kv_heads: 8",
                   "attention_heads: 8\n    kv_heads: 64")
-    error = refused(root, r"models\[1\]\.kv_heads: 64 KV heads is more than the 8 attention_heads")
-    assert error.location.line == line_of(root, "models.yaml", "kv_heads: 64")
+    refused_at(root, "models.yaml", r"models\[1\]\.kv_heads: 64 KV heads is more than the 8 attention_heads",
+               "kv_heads: 64")
 
 
 def test_more_experts_per_token_than_experts_is_refused(tmp_path):
     """A token routed to more experts than the model has is refused at the model's `moe`."""
     root = edited(tmp_path, "models.yaml", "moe: {experts: 8, experts_per_token: 2,",
                   "moe: {experts: 2, experts_per_token: 8,")
-    error = refused(root, r"moe: experts_per_token \(8\) is more than experts \(2\)")
-    assert error.location.line == line_of(root, "models.yaml", "experts: 2, experts_per_token: 8")
+    refused_at(root, "models.yaml", r"moe: experts_per_token \(8\) is more than experts \(2\)",
+               "experts: 2, experts_per_token: 8")
 
 
 def test_a_one_gpu_calibration_point_is_refused(tmp_path):
     """A TP calibration point of one GPU is refused at sizing.yaml: it used to divide by zero in every rule
     example, reported at the rules."""
     root = edited(tmp_path, "sizing.yaml", "tp_in_node: {gpus: 8,", "tp_in_node: {gpus: 1,")
-    error = refused(root, r"scaling\.calibration\.tp_in_node: gpus: a TP point spans two GPUs or more")
-    assert error.location.file.endswith("sizing.yaml")
-    assert error.location.line == line_of(root, "sizing.yaml", "tp_in_node: {gpus: 1,")
+    refused_at(root, "sizing.yaml", r"scaling\.calibration\.tp_in_node: gpus: a TP point spans two GPUs or more",
+               "tp_in_node: {gpus: 1,")
 
 
 @pytest.mark.parametrize("old, new, point, scope", [
@@ -129,16 +133,14 @@ def test_a_one_gpu_calibration_point_is_refused(tmp_path):
 def test_a_calibration_link_of_the_wrong_scope_is_refused(tmp_path, old, new, point, scope):
     """The in-node point is calibrated on an in-box link and the across-nodes point on a network."""
     root = edited(tmp_path, "sizing.yaml", old, new)
-    error = refused(root, rf"scaling\.calibration\.{point}\.link: '.*' is an {scope} link")
-    assert error.location.line == line_of(root, "sizing.yaml", f"{point}: ")
+    refused_at(root, "sizing.yaml", rf"scaling\.calibration\.{point}\.link: '.*' is an {scope} link", f"{point}: ")
 
 
 def test_a_misspelt_heuristic_key_is_refused_at_its_line(tmp_path):
     """`sectoin:` in heuristics.yaml is refused at its line with the key meant (it was dropped, and the heuristic
     lost its section in every rule page)."""
     root = edited(tmp_path, "heuristics.yaml", "  section: Capacity and fit", "  sectoin: Capacity and fit")
-    error = refused(root, r"heuristic 'H-FIT-CAPACITY': unknown key 'sectoin'")
-    assert error.location.line == line_of(root, "heuristics.yaml", "sectoin:")
+    error = refused_at(root, "heuristics.yaml", r"heuristic 'H-FIT-CAPACITY': unknown key 'sectoin'", "sectoin:")
     assert error.suggestion and "section" in error.suggestion
 
 
@@ -158,5 +160,4 @@ def test_true_or_false_where_a_number_goes_is_refused(tmp_path, filename, old, n
     """YAML's true where a number goes is refused at its line: pydantic had read it as 1, a 1 GB card or a
     one-layer model, sized without a word."""
     root = edited(tmp_path, filename, old, new)
-    error = refused(root, field + r".*expected a number, not true or false")
-    assert error.location.line == line_of(root, filename, new)
+    refused_at(root, filename, field + r".*expected a number, not true or false", new)

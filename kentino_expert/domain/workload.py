@@ -198,6 +198,14 @@ def strict_json_loads(text: str):
     return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant)
 
 
+def json_value_problem(exc: ValueError) -> str:
+    """What a ValueError of strict_json_loads says, in the user's words: Python's own message for an integer too
+    long to read names a limit and a setting, not the number."""
+    if "integer string conversion" in str(exc):
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return str(exc)
+
+
 def _json_facts(text: str, source: str):
     try:
         return strict_json_loads(text)
@@ -206,9 +214,7 @@ def _json_facts(text: str, source: str):
     except json.JSONDecodeError as exc:
         syntax = exc  # not JSON at all: it may be a YAML flow mapping such as {task: lora}
     except ValueError as exc:  # JSON, but a duplicate key, NaN/Infinity or an integer too long for Python
-        if "integer string conversion" in str(exc):
-            exc = f"a number has more than {sys.get_int_max_str_digits()} digits"
-        raise InputError(f"{source}: invalid JSON: {exc}", field="facts") from None
+        raise InputError(f"{source}: invalid JSON: {json_value_problem(exc)}", field="facts") from None
     try:
         return load_yaml(text, source)
     except YamlSourceError as exc:

@@ -82,12 +82,9 @@ def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
     except OSError as exc:
         sink.error(Location(display), "E001", f"cannot read file: {exc}")
         return None, ""
+    text = ""
     try:
         text = decode_utf8(data, display)  # a bad byte at its line:col, as in knowledge files
-    except YamlSourceError as exc:
-        sink.error(exc.location, "E001", exc.message)
-        return None, ""
-    try:
         return load_yaml(text, display), text
     except YamlSourceError as exc:
         sink.error(exc.location, "E001", exc.message)

@@ -10,12 +10,12 @@ from starlette.requests import ClientDisconnect, Request
 
 from .. import fastjson
 from ..decisions.meta import check_meta
-from ..domain.workload import strict_json_loads
+from ..domain.workload import MAX_FACTS_BYTES, json_value_problem, strict_json_loads
 from .compact import check_view, compact
 from .decide import decide
 from .tool_schema import META_KEYS
 
-MAX_BODY = 1_000_000
+MAX_BODY = MAX_FACTS_BYTES  # a body is facts (and the meta keys): the limit of a file of facts too
 DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
 
 
@@ -43,9 +43,7 @@ def parse_body(raw: bytes):
     except RecursionError:
         raise BadRequest("facts", "the JSON nests too deeply") from None
     except ValueError as exc:
-        if "integer string conversion" in str(exc):
-            raise BadRequest("facts", "invalid JSON: a number has more than 4300 digits") from None
-        raise BadRequest("facts", f"invalid JSON: {exc}") from None
+        raise BadRequest("facts", f"invalid JSON: {json_value_problem(exc)}") from None
 
 
 def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
