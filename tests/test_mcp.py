@@ -264,3 +264,19 @@ def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path,
     monkeypatch.setattr(cli_service, "mcp_installed", lambda: False)
     result = CliRunner().invoke(cli_service.standalone, ["mcp", "--db", str(tmp_path / "cli.db")])
     assert result.exit_code == 2 and "needs the mcp package" in result.output
+
+
+def test_stdio_reads_a_long_line_in_pieces_and_keeps_only_its_head():
+    """A line longer than the limit comes through as its first limit + 1 bytes (refused as too large), and the
+    lines after it come through whole, so one endless line is never held in memory."""
+    import io
+
+    import anyio
+
+    from kentino_expert.service.mcp_stdio import bounded_lines
+
+    async def lines(data: bytes) -> list[bytes]:
+        return [line async for line in bounded_lines(io.BytesIO(data), 10)]
+
+    got = anyio.run(lines, b"short\n" + b"y" * 95 + b"\n" + b"z" * 10 + b"\n" + b"{}")
+    assert got == [b"short\n", b"y" * 11, b"z" * 10 + b"\n", b"{}"]

@@ -1,6 +1,7 @@
 """MCP over stdio, strict as over HTTP: a line over 1 MB or not strict JSON (a duplicate key, NaN, bad UTF-8) gets
 JSON-RPC's parse error on stdout and never reaches the mcp package, which would take the last of two duplicate
-keys (and log a decision on that guess) or drop the line without a word."""
+keys (and log a decision on that guess) or drop the line without a word. A longer line is never held whole: its
+first 1 MB is read and the rest dropped as it comes."""
 from __future__ import annotations
 
 import sys
@@ -42,6 +43,20 @@ class StrictLines:
                 return
 
 
+async def bounded_lines(stream, limit: int = MAX_FACTS_BYTES):
+    """The lines of `stream` (a binary file, read in a worker thread), none longer than `limit` + 1 bytes: of a
+    longer one, its first `limit` + 1 bytes (so it is refused as too large) while the rest is read in pieces and
+    dropped, so a client sending one endless line cannot make the server hold it all."""
+    while True:
+        line = await anyio.to_thread.run_sync(stream.readline, limit + 1)
+        if not line:
+            return
+        head = line
+        while not line.endswith(b"\n") and len(line) > limit:  # the line goes on: read past it, keep none
+            line = await anyio.to_thread.run_sync(stream.readline, limit + 1)
+        yield head
+
+
 def _problem(raw: bytes) -> str | None:
     """Why a line is refused (None: passed on): over the 1 MB every edge takes, or not strict JSON."""
     if len(raw) > MAX_FACTS_BYTES:  # as POST /v1/recommend and /mcp refuse a larger body (413)
@@ -59,7 +74,7 @@ async def serve_stdio(server, stdin=None) -> None:
     """Run `server` (mcp_server.build_server) on stdin and stdout until the client closes stdin; `stdin` is an
     async iterable of byte lines (default: the process's)."""
     from mcp.server.stdio import stdio_server
-    lines = StrictLines(stdin if stdin is not None else anyio.wrap_file(sys.stdin.buffer))
+    lines = StrictLines(stdin if stdin is not None else bounded_lines(sys.stdin.buffer))
     async with stdio_server(stdin=lines) as (read, write):
         lines.bind(write)
         await server.run(read, write, server.create_initialization_options())
