@@ -144,12 +144,13 @@ def _malformed(answer: dict) -> dict:
         "duplicate key": ('{"task": "inference", "task": "lora"}', "duplicate key 'task'"),
         "NaN": ('{"task": "inference", "params_b": NaN}', "NaN is not a number"),
         "a list": ("[1]", "expected a JSON object (an answer, a decision or facts), not a list"),
+        "over 1 MB": ('{"a": "' + "x" * 1_000_000 + '"}', "input larger than 1 MB"),
     }
 
 
 @pytest.mark.parametrize("case", ["bad kind", "facts a string", "recommendation a number", "alternatives a string",
                                   "step missing", "trace of strings", "answer a number", "100,000 deep",
-                                  "deep inside the answer", "duplicate key", "NaN", "a list"])
+                                  "deep inside the answer", "duplicate key", "NaN", "a list", "over 1 MB"])
 def test_cli_explain_refuses_a_malformed_file_in_one_line(expert, tmp_path, case):
     """A malformed answer or decision file is `error: FILE: field: problem`, exit 2, and no -o file written."""
     from kentino_expert.cli.main import main as standalone

@@ -1,8 +1,9 @@
-"""What every command module shares: the user-error exception, the one mapping of library errors to it, the
---rules/--knowledge/--db options, opening the expert and the log, and the line that names the directories
-a command used."""
+"""What every command module shares: the user-error exception, the one mapping of library errors to it, reading
+an input file no larger than 1 MB, the --rules/--knowledge/--db options, opening the expert and the log, and the
+line that names the directories a command used."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import click
 from ..decisions.connect import log_target, open_log, sqlite_path
 from ..decisions.log import DecisionLog
 from ..decisions.sqlite import not_a_log
+from ..domain.workload import MAX_FACTS_BYTES
 from ..errors import KentinoError, printable
 from ..expert import Expert
 from ..paths import locate
@@ -26,6 +28,26 @@ class UserError(click.ClickException):
         # A rule set's diagnostics are one per line, so each line is escaped on its own.
         lines = self.format_message().split("\n")
         click.echo("error: " + "\n".join(printable(line) for line in lines), err=True)
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """The text of FILE or stdin, read no further than one byte past the limit: /dev/zero or an endless pipe
+    is refused at once instead of growing until memory runs out."""
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_FACTS_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_FACTS_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FACTS_BYTES:
+        raise UserError(f"{source}: input larger than 1 MB")
+    try:
+        return data.decode("utf-8"), source
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
 
 
 class KentinoGroup(click.Group):

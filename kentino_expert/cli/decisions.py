@@ -24,6 +24,7 @@ from .common import (
     knowledge_option,
     make_expert,
     open_decision_log,
+    read_input,
     rules_option,
     sources,
     sources_line,
@@ -202,12 +203,9 @@ def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
 def _read_subject(path: Path, target: str) -> dict:
     """The answer, decision or facts in a JSON file, read as `recommend` reads JSON (strict: no duplicate key,
     NaN or Infinity; depth-limited) and its shape checked (explain.checked_subject); else `TARGET: problem`."""
+    text, _ = read_input(str(path))  # at most 1 MB, as `recommend` and POST /v1/explain take
     try:
-        data = strict_json_loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{target}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{target}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
+        data = strict_json_loads(text)
     except RecursionError:
         raise UserError(f"{target}: not a JSON answer or decision: JSON nests too deeply") from None
     except ValueError as exc:  # not JSON, a duplicate key, NaN, or an integer too long for Python

@@ -3,40 +3,27 @@ service.py and decisions.py. Library errors become one-line user errors once, in
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
 from ..answer.charts import context_of
 from ..answer.questions import rank_questions
 from ..answer.render import FORMATS, render
-from ..domain.workload import MAX_FACTS_BYTES, read_facts
+from ..domain.workload import read_facts
 from ..ruleset.schemas import facts_schema, rules_schema
 from ..service.decide import decide
-from .common import KentinoGroup, UserError, announce, knowledge_option, make_expert, open_decision_log, rules_option
+from .common import (
+    KentinoGroup,
+    announce,
+    knowledge_option,
+    make_expert,
+    open_decision_log,
+    read_input,
+    rules_option,
+)
 from .decisions import decisions, explain
 from .rules import rules_group, test_command
 from .service import mcp, serve
-
-
-def _read_input(path: str) -> tuple[str, str]:
-    """The text of FILE or stdin, read no further than one byte past the limit: /dev/zero or an endless pipe
-    is refused at once instead of growing until memory runs out."""
-    source = "<stdin>" if path == "-" else path
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_FACTS_BYTES + 1)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_FACTS_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_FACTS_BYTES:
-        raise UserError(f"{source}: input larger than 1 MB")
-    try:
-        return data.decode("utf-8"), source
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{source}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
 
 
 @click.group(cls=KentinoGroup)
@@ -55,7 +42,7 @@ def main():
                    "default $KENTINO_DB, else ./kentino-decisions.db).")
 def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
     """Recommend a build for the workload facts in FACTS_FILE (YAML or JSON; - for stdin)."""
-    text, source = _read_input(facts_file)
+    text, source = read_input(facts_file)
     expert = make_expert(rules_dir, knowledge_dir)
     workload = read_facts(text, source)
     if log_target is None:
