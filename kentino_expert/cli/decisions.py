@@ -203,7 +203,7 @@ def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
 def _read_subject(path: Path, target: str) -> dict:
     """The answer, decision or facts in a JSON file, read as `recommend` reads JSON (strict: no duplicate key,
     NaN or Infinity; depth-limited) and its shape checked (explain.checked_subject); else `TARGET: problem`."""
-    text, _ = read_input(str(path))  # at most 1 MB, as `recommend` and POST /v1/explain take
+    text, _ = read_input(str(path))  # at most 1 MB, as `recommend` and every HTTP body (MCP explain too)
     try:
         data = strict_json_loads(text)
     except RecursionError:
