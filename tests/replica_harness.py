@@ -249,7 +249,8 @@ class HAProxy:
 
 class CuttableLink:
     """A TCP forwarder from 127.0.0.1:port to `target` (host, port). cut() drops every connection through it and
-    refuses new ones, as a network partition would; mend() accepts again on the same port."""
+    refuses new ones, as a network partition would; mend() accepts again on the same port; freeze() keeps every
+    connection open but forwards nothing more, as a frozen server would (its kernel still accepts and acknowledges)."""
 
     def __init__(self, target: tuple[str, int]):
         self.target, self.port = target, free_port()
@@ -257,6 +258,10 @@ class CuttableLink:
         self._sockets: list[socket.socket] = []
         self._listening = threading.Event()
         self._acceptor: threading.Thread | None = None
+        self._frozen = threading.Event()
+
+    def freeze(self) -> None:
+        self._frozen.set()
 
     def mend(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -287,10 +292,11 @@ class CuttableLink:
                 for source, sink in ((client, upstream), (upstream, client)):
                     threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                while self._frozen.is_set():  # held, never delivered: the far end hears nothing
+                    time.sleep(0.05)
                 sink.sendall(data)
         except OSError:
             pass
@@ -309,6 +315,7 @@ class CuttableLink:
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
             end.close()
+        self._frozen.clear()  # a pump holding data wakes, finds its sockets shut and ends, delivering nothing
 
 
 def url_via(db_url: str, port: int) -> str:

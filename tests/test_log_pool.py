@@ -183,3 +183,30 @@ def test_the_listener_reads_the_active_set_again_without_a_notification(pg_targe
     finally:
         listener.stop()
         log.close()
+
+
+def test_a_server_that_stops_answering_fails_a_record_instead_of_holding_it(pg_target, monkeypatch):
+    """A server that keeps its connections open but answers nothing (a frozen process) fails a record with
+    LogUnavailable once the statement limit and the silence margin pass, instead of holding it, and readiness
+    says no at once after."""
+    from urllib.parse import urlsplit
+    monkeypatch.setattr(postgres, "WRITE_STATEMENT_SECONDS", 1.0)
+    monkeypatch.setattr(postgres, "SILENCE_MARGIN_SECONDS", 1.0)
+    parts = urlsplit(pg_target)
+    link = CuttableLink((parts.hostname, parts.port or 5432))
+    link.mend()
+    log = open_log(url_via(pg_target, link.port))
+    try:
+        log.record({"task": "inference"}, ANSWER, "http")
+        link.freeze()
+        write, outcome = _in_thread(lambda: log.record({"task": "inference"}, ANSWER, "http"))
+        write.join(60)
+        held = write.is_alive()
+        ready = None if held else log.writable()
+    finally:
+        link.cut()
+        log.close()
+    assert not held, "a record to a server that never answers was held"
+    assert isinstance(outcome.get("error"), LogUnavailable), outcome
+    assert "the server did not answer within 2 s" in str(outcome["error"])
+    assert not ready

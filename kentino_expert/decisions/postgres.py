@@ -10,6 +10,7 @@ reconnecting in the background and the first connection it gets ends the outage.
 from __future__ import annotations
 
 import threading
+import weakref
 from contextlib import contextmanager
 from datetime import UTC
 from urllib.parse import unquote
@@ -17,6 +18,7 @@ from urllib.parse import unquote
 from ..errors import DecisionLogError, LogUnavailable
 from .log import DecisionLog, reason_of
 from .schema import COLUMNS, migrate_postgres
+from .watchdog import Watchdog
 
 WRITERS = 3  # write connections at most, per process: the group commit's one, a prune batch, the probe
 READERS = 2  # read connections at most, per process (opened on first use)
@@ -31,6 +33,10 @@ RECONNECT_SECONDS = 5.0  # a pool's reconnection attempts back off (1, 2 s ...) 
 # and every decision queued behind it in the group commit for as long as the lock is held
 WRITE_STATEMENT_SECONDS = 10.0
 READ_STATEMENT_SECONDS = 30.0
+# past a connection's statement limit, how long its work may go without an answer before the log shuts its socket:
+# the server cancels a statement at the limit and says so at once, so silence this long after it means no server
+# is answering (a frozen process keeps its socket open and TCP cannot tell it from a busy one)
+SILENCE_MARGIN_SECONDS = 5.0
 PROBE_LOCK_SECONDS = 0.5  # /readyz: how long the probe waits for the table's write lock (within PROBE_WAIT)
 # libpq's settings of every connection the log opens, unless its URL sets them: a connection whose peer is gone
 # without a word (a NAT or firewall that drops idle flows, a host that lost power) is found dead by TCP
@@ -100,9 +106,10 @@ class _Pool:
                                kwargs={"autocommit": True, **connection_settings(log.url)}, configure=configure,
                                timeout=wait, reconnect_timeout=RECONNECT_SECONDS, num_workers=1, open=True)
 
-    def _take(self, what: str, wait: float):
-        """A connection that answers: each one taken is checked (a round trip); one the server dropped is
-        given back (the pool replaces it at once) and another is taken, waiting at most RETAKE_WAIT."""
+    def _take(self, what: str, wait: float) -> tuple:
+        """(a connection that answers, its watchdog token): each one taken is checked (a round trip) under its
+        deadline; one the server dropped is given back (the pool replaces it at once) and another is taken,
+        waiting at most RETAKE_WAIT."""
         for attempt in range(self.size + 1):
             timeout = DOWN_WAIT if self.unreachable else wait if attempt == 0 else min(wait, RETAKE_WAIT)
             try:
@@ -113,11 +120,16 @@ class _Pool:
                 self.unreachable = True
                 raise LogUnavailable(f"decision log {self._log.safe_url()}: {what}: no connection to the server "
                                      f"within {timeout:g} s") from None
+            token = self._log.watchdog.arm(conn, _deadline_of(conn))
             try:
                 self.pool.check_connection(conn)
-                return conn
+                return conn, token
             except self._psycopg.Error:
+                silent = self._log.watchdog.disarm(token)
                 self.pool.putconn(conn)
+                if silent:  # the server took the connection's socket but never answered: another would wait too
+                    self.unreachable = True
+                    raise self._silent(what, conn) from None
         self.unreachable = True
         raise LogUnavailable(f"decision log {self._log.safe_url()}: {what}: every connection was lost")
 
@@ -125,29 +137,47 @@ class _Pool:
     def connection(self, what: str = "cannot read", wait: float | None = None):
         """A connection for the block; LogUnavailable when none comes, DecisionLogError for what the
         statements raise (LogUnavailable when the connection was lost)."""
-        conn = self._take(what, wait or self._wait)
+        conn, token = self._take(what, wait or self._wait)
         try:
             yield conn
             self.unreachable = False
         except DecisionLogError:
             raise
         except Exception as exc:  # the transaction block has rolled back whatever the error
+            if self._log.watchdog.disarm(token):
+                self.unreachable = True
+                raise self._silent(what, conn) from None
             lost = conn.broken or isinstance(exc, self._psycopg.OperationalError)
             self.unreachable = self.unreachable or conn.broken
             error = self._log.error(what, exc)
             raise (LogUnavailable(error.message) if lost else error) from None
         finally:
+            self._log.watchdog.disarm(token)
             self.pool.putconn(conn)
+
+    def _silent(self, what: str, conn) -> LogUnavailable:
+        return LogUnavailable(f"decision log {self._log.safe_url()}: {what}: the server did not answer within "
+                              f"{_deadline_of(conn):g} s")
 
     def close(self) -> None:
         self.pool.close(timeout=5)
 
 
+_LIMITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> its statement limit, seconds
+
+
 def _bound_statements(conn, seconds: float) -> None:
     """Let the server cancel a statement after `seconds`, unless the URL, role or database already set a limit
-    (the operator's own choice wins)."""
-    if conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0] == "0":
+    (the operator's own choice wins); the limit in force is kept for the connection's watchdog deadline."""
+    given = int(conn.execute("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'").fetchone()[0])
+    if given == 0:
         conn.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+    _LIMITS[conn] = given / 1000 if given else seconds
+
+
+def _deadline_of(conn) -> float:
+    """How long a connection's work may go without an answer: its statement limit and the margin."""
+    return _LIMITS.get(conn, READ_STATEMENT_SECONDS) + SILENCE_MARGIN_SECONDS
 
 
 def _writer_session(conn) -> None:
@@ -171,6 +201,7 @@ class PostgresDecisionLog(DecisionLog):
         self._lock = threading.Lock()  # closing
         self.psycopg, self.psycopg_pool = _modules()
         self._writers = self._readers = None
+        self.watchdog = Watchdog()
         try:  # a connection of its own: a server that cannot be reached, or a bad URL, fails here at once
             with self.psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
                 migrate_postgres(conn)  # under an advisory lock: replicas opening at once migrate once
@@ -241,3 +272,4 @@ class PostgresDecisionLog(DecisionLog):
         for pool in pools:
             if pool is not None:
                 pool.close()
+        self.watchdog.close()
