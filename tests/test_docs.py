@@ -115,6 +115,26 @@ class TestLinks:
         assert slug("6. Regenerate the rule examples, the rule pages") == expected
 
 
+class TestNoMergeLeftovers:
+    """No file of the project still holds a merge's conflict markers (two guides once published them)."""
+
+    def test_no_conflict_markers(self):
+        """No line of a text file of the project starts a conflict: `<<<<<<< ` or `>>>>>>> `."""
+        found = []
+        for folder in ("docs", "rules", "knowledge", "kentino_expert", "tests", "examples", "benchmarks", ".ci"):
+            for path in sorted((ROOT / folder).rglob("*")):
+                if path.suffix not in {".md", ".py", ".yaml", ".yml", ".toml", ".txt", ".json", ""} or \
+                        not path.is_file():
+                    continue
+                for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                    if line.startswith(("<<<<<<< ", ">>>>>>> ")):
+                        found.append(f"{path.relative_to(ROOT)}:{number}: {line[:40]}")
+        for path in (README, ROOT / "pyproject.toml", ROOT / "constraints.txt"):
+            found += [f"{path.name}:{n}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                      if line.startswith(("<<<<<<< ", ">>>>>>> "))]
+        assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("guide", GUIDES, ids=[g.name for g in GUIDES])
 def test_each_guide_has_a_table_of_contents(guide):
     """A guide starts with a contents line that links every one of its `## ` sections."""
