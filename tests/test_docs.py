@@ -167,6 +167,15 @@ class TestGeneratedBlocks:
         missing = [name for name in FIGURE_SPECS if f"| `{name}` |" not in text]
         assert not missing and len(FIGURE_SPECS) > 50
 
+    def test_the_trace_format_holds_every_plan_figure(self):
+        """Every figure an answer gives of its plan (the plan's own and its time to result) has its row in the
+        trace format's plan-figure table."""
+        from kentino_expert.domain.deadlines import TIME_FIGURE_SPECS
+        from kentino_expert.domain.figures import PLAN_FIGURE_SPECS
+        text = (ROOT / "docs" / "trace-format.md").read_text(encoding="utf-8")
+        missing = [name for name in {**PLAN_FIGURE_SPECS, **TIME_FIGURE_SPECS} if f"| `{name}` |" not in text]
+        assert not missing and "time_to_result_days" in TIME_FIGURE_SPECS
+
     def test_expect_keys_table_matches_the_code(self):
         """The scenario `expect` keys documented for product managers are exactly scenarios.EXPECT_KEYS."""
         text = (ROOT / "docs" / "product-managers.md").read_text(encoding="utf-8")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..domain.deadlines import TIME_FIGURE_SPECS
 from ..domain.figures import FIGURE_SPECS, PLAN_FIGURE_SPECS
 from ..domain.state import RECOMMENDATION_TYPES
 from ..domain.vocabulary import TASKS
@@ -59,8 +60,9 @@ def figures_table(ruleset=None, knowledge=None, specs: dict = FIGURE_SPECS) -> s
 
 
 def plan_figures_table(ruleset=None, knowledge=None) -> str:
-    """The figures of the recommended plan (domain/plan.py), computed after the rules decide it."""
-    return figures_table(specs=PLAN_FIGURE_SPECS)
+    """The figures of the recommended plan (domain/plan.py and the time to result of domain/deadlines.py),
+    computed after the rules decide it."""
+    return figures_table(specs={**PLAN_FIGURE_SPECS, **TIME_FIGURE_SPECS})
 
 
 def conclusions_table(ruleset, knowledge=None) -> str:
