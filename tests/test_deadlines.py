@@ -134,6 +134,35 @@ class TestPeftDeadlines:
         assert answer.figures["time_to_result_days"].value <= 30
 
 
+    def test_a_deadline_one_qlora_node_meets_keeps_one_node(self, expert):
+        """LoRA of 405B on 1B tokens is one QLoRA node (18 days); a 100-year deadline must not make it a cluster."""
+        facts = {"task": "lora", "model": "llama-3.1-405b", "training_tokens": "1B"}
+        without = expert.recommend(facts).recommendation
+        answer = expert.recommend({**facts, "deadline_days": 36500})
+        rec = answer.recommendation
+        assert (without.kind, without.nodes) == ("single-node", 1)
+        assert (rec.kind, rec.nodes, rec.precision) == ("single-node", 1, "int4")
+        assert answer.figures["qlora_nodes_for_deadline"].value == 1
+
+    def test_lora_as_qlora_trains_data_parallel_in_qlora_units(self, expert):
+        """LoRA of 405B on 5B tokens in 30 days: one QLoRA node takes 88 days, so QLoRA nodes train
+        data-parallel, counted in QLoRA units (not the BF16 state's), and the plan meets the deadline."""
+        answer = expert.recommend({"task": "lora", "model": "llama-3.1-405b", "training_tokens": "5B",
+                                   "deadline_days": 30})
+        rec = answer.recommendation
+        assert (rec.kind, rec.precision, rec.parallelism.tp) == ("multi-node-ib", "int4", 1)
+        assert rec.nodes == answer.figures["qlora_nodes_for_deadline"].value < answer.figures[
+            "nodes_for_deadline"].value
+        assert answer.figures["time_to_result_days"].value <= 30
+
+    def test_a_named_card_stays_buildable_as_a_qlora_cluster(self, expert):
+        """LoRA of 405B on RTX 5090s is a 2-node QLoRA cluster; a 100-year deadline must not make it frontier
+        work because the BF16 state's units (5 nodes) exceed the IB cluster."""
+        facts = {"task": "lora", "model": "llama-3.1-405b", "training_tokens": "1B", "gpu": "rtx-5090"}
+        plan = expert.kinds.plan_of({**facts, "deadline_days": 36500})
+        assert (plan.kind, plan.nodes) == (expert.kinds.plan_of(facts).kind, 2)
+
+
 class TestOutOfReach:
     """A deadline no count of nodes meets is frontier work at the search's bound, with a warning."""
 

@@ -21,8 +21,10 @@ DEADLINE_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "deadline_dp_efficiency": (NUMBER, "per GPU", "DP efficiency across the nodes_for_deadline nodes"),
     "deadline_reachable": (BOOL, "", "some node count meets deadline_days at the projected DP efficiency "
                                      "(when not, nodes_for_deadline is the search's bound)"),
+    "qlora_nodes_for_deadline": (NUMBER, "nodes", "nodes that meet deadline_days for a LoRA job run as QLoRA: "
+                                                  "whole units of qlora_nodes, DP across the units"),
 }
-DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline"})
+DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline", "qlora_nodes_for_deadline"})
 
 # computed after the rules, from the recommendation: in the answer's figures, not in the rules' namespace
 TIME_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
@@ -106,20 +108,28 @@ def units_for_deadline(deadline_days: float, one_unit_days: float, unit: int, gp
 
 def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec | None, knowledge: Knowledge) -> None:
     """nodes_for_deadline, deadline_dp_efficiency and deadline_reachable for a training task with
-    training_tokens and deadline_days (added to `values`, figures.py's figures so far)."""
+    training_tokens and deadline_days (added to `values`, figures.py's figures so far); for a LoRA job also
+    qlora_nodes_for_deadline, in units of the QLoRA state the rules may switch it to."""
     if "days_on_one_node" not in values or "deadline_days" not in facts or link is None:
         return
     model = calibrated_model(knowledge)
     intra = knowledge.link(gpu.intra_node_link)
-    unit = int(values.get("training_nodes", 1))
-    one = unit_days(values["days_on_one_node"], unit, gpus, model, intra, link)
-    units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
-    values["deadline_reachable"] = units is not None
+
+    def nodes_for(unit: int) -> int | None:
+        one = unit_days(values["days_on_one_node"], unit, gpus, model, intra, link)
+        units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
+        return None if units is None else units * unit
+
+    nodes = nodes_for(int(values.get("training_nodes", 1)))
+    values["deadline_reachable"] = nodes is not None
     # out of reach: the count is the search's bound itself, on every card and unit size, so neither a shorter
     # deadline nor a card with more memory (a smaller unit) ever names fewer nodes
-    nodes = units * unit if units is not None else SEARCH_LIMIT_NODES
+    nodes = nodes if nodes is not None else SEARCH_LIMIT_NODES
     values["nodes_for_deadline"] = nodes
     values["deadline_dp_efficiency"] = dp_efficiency_at_scale(model, nodes, gpus, intra, link)
+    if "qlora_nodes" in values:  # a LoRA job the rules may run as QLoRA: its units are the QLoRA state's nodes
+        qlora = nodes_for(int(values["qlora_nodes"]))
+        values["qlora_nodes_for_deadline"] = qlora if qlora is not None else SEARCH_LIMIT_NODES
 
 
 def _whole(value) -> int | None:
@@ -144,9 +154,11 @@ def _rounded(value: float) -> float:
 
 
 def _training_days(state: dict, nodes: int, knowledge: Knowledge) -> float:
-    """Days of a training plan: its unit is the PP span it recommends, else the nodes its state needs."""
+    """Days of a training plan: its unit is the PP span it recommends, else one node for a plan data-parallel
+    across all its GPUs (TP 1), else the nodes its state needs."""
     gpus = int(state["gpus_per_node"])
-    unit = _whole(state.get("recommended_pp")) or min(nodes, _whole(state.get("training_nodes")) or 1)
+    pure_dp = _whole(state.get("recommended_tp")) == 1
+    unit = _whole(state.get("recommended_pp")) or (1 if pure_dp else min(nodes, _whole(state.get("training_nodes")) or 1))
     link_id = state.get("recommended_interconnect")
     if link_id not in knowledge.links or knowledge.links[link_id].scope != "inter-node":
         link_id = state.get("interconnect")
