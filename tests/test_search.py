@@ -154,6 +154,21 @@ class TestDeadlineAlternatives:
         assert "deadline-drives-nodes" in {w.code for w in answer.warnings}
 
 
+    def test_a_live_service_gets_no_slower_plan_it_could_not_judge(self, expert):
+        """Live inference with a corpus and a deadline (a demand, no time to result): no alternative is the same
+        build on fewer nodes said to work, and every alternative said to work is what naming its build gives."""
+        facts = {"task": "inference", "params_b": 70, "corpus_tokens": "5B", "deadline_days": 0.5}
+        answer = expert.recommend(facts)
+        rec = answer.recommendation
+        assert rec.nodes > 1 and answer.figures.get("time_to_result_days") is None
+        for item in answer.alternatives:
+            assert not (item.gpu == rec.gpu and item.works and (item.nodes or 1) < rec.nodes), item
+            if item.works:
+                named = expert.recommend({**facts, "gpu": item.gpu, "gpus_per_node": item.gpus_per_node,
+                                          **({"precision": item.precision} if item.precision else {})})
+                assert (named.recommendation.kind, named.recommendation.nodes) == (item.kind, item.nodes), item
+
+
 class TestTimePerAlternative:
     """Every alternative of a training or batch answer carries its own time to result; others carry none."""
 

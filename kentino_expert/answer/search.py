@@ -250,7 +250,9 @@ def _alternatives(ranked, chosen, known, evaluator, policy, params) -> list[Alte
 
 
 def _without_deadline(chosen: Judged, known, evaluator, policy, params) -> Judged | None:
-    """The chosen build's plan without the deadline, judged against it, when it needs fewer nodes."""
+    """The chosen build's plan without the deadline, judged against it, when it needs fewer nodes and has a time
+    to result to judge (a live-serving plan has none: there the deadline only raised the demand, and a plan
+    without it would be called working while it misses that demand)."""
     if "deadline_days" not in known or (chosen.plan.nodes or 1) <= 1:
         return None
     facts = {k: v for k, v in chosen.candidate.facts(known).items() if k != "deadline_days"}
@@ -258,7 +260,7 @@ def _without_deadline(chosen: Judged, known, evaluator, policy, params) -> Judge
         plan = evaluator.plan_of(facts)
     except _FAILURES:
         return None
-    if (plan.nodes or 1) >= (chosen.plan.nodes or 1):
+    if (plan.nodes or 1) >= (chosen.plan.nodes or 1) or plan.time_to_result_days is None:
         return None
     return judge(chosen.candidate, plan, policy, params, {"deadline_days": known["deadline_days"]})
 

@@ -158,7 +158,8 @@ def _training_days(state: dict, nodes: int, knowledge: Knowledge) -> float:
     across all its GPUs (TP 1), else the nodes its state needs."""
     gpus = int(state["gpus_per_node"])
     pure_dp = _whole(state.get("recommended_tp")) == 1
-    unit = _whole(state.get("recommended_pp")) or (1 if pure_dp else min(nodes, _whole(state.get("training_nodes")) or 1))
+    state_nodes = min(nodes, _whole(state.get("training_nodes")) or 1)
+    unit = _whole(state.get("recommended_pp")) or (1 if pure_dp else state_nodes)
     link_id = state.get("recommended_interconnect")
     if link_id not in knowledge.links or knowledge.links[link_id].scope != "inter-node":
         link_id = state.get("interconnect")
