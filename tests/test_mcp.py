@@ -236,6 +236,17 @@ def test_explain_of_facts_logs_nothing(tmp_path, expert):
     assert not is_error and text.startswith("# Recommendation: ")
 
 
+def test_explain_takes_the_arguments_recommend_took(tmp_path, expert):
+    """explain with facts that still carry session_id, turn and view (a bot's `recommend` arguments as they were)
+    explains the facts, as recommend decides them, instead of calling session_id an unknown fact."""
+    arguments = {**FINETUNE, "session_id": "chat-1", "turn": 2, "view": "compact"}
+    with open_log(tmp_path / "mcp.db") as log:
+        server = build_server(expert, log)
+        is_error, text = _call(server, "explain", {"facts": arguments})
+        plain = _call(server, "explain", {"facts": FINETUNE})[1]
+    assert not is_error and text == plain, text[:200]
+
+
 def test_an_unknown_tool_is_an_error(tmp_path, expert):
     """A tool the server does not have is named in the error."""
     with open_log(tmp_path / "mcp.db") as log:

@@ -141,7 +141,9 @@ class KentinoTools:
             if facts:
                 if not isinstance(facts, dict):
                     raise ToolFailed("facts: must be a JSON object of facts")
-                return explain_markdown(expert, expert.recommend(facts))
+                # a bot may pass its `recommend` arguments as they were: the conversation's keys are not facts
+                return explain_markdown(expert, expert.recommend({k: v for k, v in facts.items()
+                                                                  if k not in META_KEYS}))
         raise ToolFailed("give a decision_id or facts")
 
 
