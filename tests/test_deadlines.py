@@ -155,6 +155,26 @@ class TestPeftDeadlines:
             "nodes_for_deadline"].value
         assert answer.figures["time_to_result_days"].value <= 30
 
+    @pytest.mark.parametrize("deadline", [30, 60])
+    def test_lora_as_qlora_deadline_warning_names_the_plan(self, expert, deadline):
+        """LoRA of 405B on 5B tokens run as QLoRA: the deadline warning names the plan's QLoRA node count (3 or 2),
+        not the BF16 state's (4 or 2 nodes, when none was given at 60 days)."""
+        answer = expert.recommend({"task": "lora", "model": "llama-3.1-405b", "training_tokens": "5B",
+                                   "deadline_days": deadline})
+        nodes = answer.recommendation.nodes
+        messages = {warning.code: warning.message for warning in answer.warnings}
+        assert "deadline-drives-nodes" not in messages
+        assert f"data-parallel on {nodes} nodes" in messages["deadline-drives-qlora-nodes"]
+
+    def test_lora_as_qlora_cluster_summary_compares_units(self, expert):
+        """LoRA of Maverick on RTX 5090s in half a day: 2 DP copies of a 2-node QLoRA unit against 4 BF16 nodes;
+        the summary compares the units, never '4 nodes instead of 4'."""
+        answer = expert.recommend({"task": "lora", "model": "llama-4-maverick", "training_tokens": "1B",
+                                   "gpu": "rtx-5090", "deadline_days": 0.5})
+        rec = answer.recommendation
+        assert (rec.nodes, rec.parallelism.pp) == (4, 2)
+        assert "a 2-node unit instead of 4 nodes in BF16" in rec.summary
+
     def test_a_named_card_stays_buildable_as_a_qlora_cluster(self, expert):
         """LoRA of 405B on RTX 5090s is a 2-node QLoRA cluster; a 100-year deadline must not make it frontier
         work because the BF16 state's units (5 nodes) exceed the IB cluster."""
