@@ -97,6 +97,8 @@ NOT_FIRING = {
                                      "the 2 nodes the state needs meet 600 days"),
     "lora-as-qlora-deadline-needs-data-parallel-nodes": ({"task": "lora", "model": "llama-3.1-405b", "training_tokens": "1B",
                                                           "deadline_days": 30}, "one QLoRA node (18 days) meets 30 days"),
+    "corpus-counted-as-live-demand": ({"task": "batch-inference", "params_b": 70, "corpus_tokens": "5B", "deadline_days": 0.5},
+                                      "a batch job is sized as a batch"),
     "deadline-sets-the-qlora-node-count": ({"task": "lora", "model": "llama-3.1-405b", "training_tokens": "1B",
                                             "deadline_days": 30}, "one QLoRA node (18 days) meets 30 days"),
     "named-build-is-not-buildable": ({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-pro-6000"}, "the Pro 6000's nodes are an IB cluster Kentino builds"),
