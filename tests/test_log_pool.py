@@ -76,14 +76,19 @@ def test_connections_the_server_dropped_are_replaced(pg_log, pg_target):
     assert pg_log.get(decision_id) is not None and pg_log.writable()
 
 
-def test_a_log_cut_off_from_its_server_fails_at_once_and_comes_back(pg_target):
-    """Through a link that is then cut, writes fail (LogUnavailable after the first, which finds the connection
-    lost) within a second each and readiness says no; once the link is mended the pool reconnects by itself."""
+def _log_through_link(pg_target: str):
+    """(a CuttableLink to the test server, a log opened through it)."""
     from urllib.parse import urlsplit
     parts = urlsplit(pg_target)
     link = CuttableLink((parts.hostname, parts.port or 5432))
     link.mend()
-    log = open_log(url_via(pg_target, link.port))
+    return link, open_log(url_via(pg_target, link.port))
+
+
+def test_a_log_cut_off_from_its_server_fails_at_once_and_comes_back(pg_target):
+    """Through a link that is then cut, writes fail (LogUnavailable after the first, which finds the connection
+    lost) within a second each and readiness says no; once the link is mended the pool reconnects by itself."""
+    link, log = _log_through_link(pg_target)
     try:
         log.record({"task": "inference"}, ANSWER, "http")
         link.cut()
@@ -189,13 +194,9 @@ def test_a_server_that_stops_answering_fails_a_record_instead_of_holding_it(pg_t
     """A server that keeps its connections open but answers nothing (a frozen process) fails a record with
     LogUnavailable once the statement limit and the silence margin pass, instead of holding it, and readiness
     says no at once after."""
-    from urllib.parse import urlsplit
     monkeypatch.setattr(postgres, "WRITE_STATEMENT_SECONDS", 1.0)
     monkeypatch.setattr(postgres, "SILENCE_MARGIN_SECONDS", 1.0)
-    parts = urlsplit(pg_target)
-    link = CuttableLink((parts.hostname, parts.port or 5432))
-    link.mend()
-    log = open_log(url_via(pg_target, link.port))
+    link, log = _log_through_link(pg_target)
     try:
         log.record({"task": "inference"}, ANSWER, "http")
         link.freeze()
