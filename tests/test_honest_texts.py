@@ -206,3 +206,19 @@ def test_memory_claims_are_checked_in_the_grid(expert):
             seen["share"] += bool(_SHARE_UNDER.search(text))
             seen["throughput"] += bool(_THROUGHPUT_NODES.search(text))
     assert all(seen.values()), seen
+
+
+@pytest.mark.parametrize("facts", [
+    {"task": "lora", "model": "llama-3.1-405b", "gpu": "l4"},
+    {"task": "inference", "model": "llama-4-maverick", "gpu": "l4", "context_tokens": 1024},
+])
+def test_an_int4_units_efficiency_warnings_speak_of_its_own_nodes(expert, facts):
+    """A multi-node plan at INT4 (LoRA run as QLoRA, INT4 serving units) is warned about the efficiency of its
+    own unit's nodes (recommended_pp), not of the BF16 or FP8 state's (7 and 3 nodes here)."""
+    answer = expert.recommend(facts)
+    rec = answer.recommendation
+    assert (rec.kind, rec.precision, rec.parallelism.pp) == ("multi-node-ib", "int4", 2)
+    floors = {warning.code: warning.message for warning in answer.warnings if "floor" in warning.code}
+    assert set(floors) == {"efficiency-below-floor-at-int4", "plan-below-floor-at-int4"}
+    assert "all 2 nodes of the INT4 unit" in floors["efficiency-below-floor-at-int4"]
+    assert "the 2-node INT4 unit projects" in floors["plan-below-floor-at-int4"]

@@ -166,6 +166,10 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "naive_tp_efficiency": (NUMBER, "per GPU", "TP across every GPU of the scale-out plan"),
     "plan_efficiency": (NUMBER, "per GPU", "TP inside each node x PP across the nodes"),
     "dp_efficiency": (NUMBER, "per GPU", "DP replicas across the scale-out nodes"),
+    "scale_out_nodes_int4": (NUMBER, "nodes", "nodes of a multi-node plan's unit at INT4 (at least two): the QLoRA "
+                             "state's nodes for LoRA run as QLoRA, demand_unit_nodes_int4 for serving"),
+    "naive_tp_efficiency_int4": (NUMBER, "per GPU", "TP across every GPU of scale_out_nodes_int4 nodes"),
+    "plan_efficiency_int4": (NUMBER, "per GPU", "TP inside each node x PP across scale_out_nodes_int4 nodes"),
     "proposed_total_gpus": (NUMBER, "GPUs", "GPUs in the proposed build"),
     "proposed_tp_efficiency": (NUMBER, "per GPU", "TP across the proposed build"),
     "proposed_one_node_efficiency": (NUMBER, "per GPU", "TP over the same GPUs in one node"),
@@ -200,7 +204,8 @@ AT_LEAST_ONE = frozenset({
     "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
     "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "latency_nodes_fp8",
     "latency_nodes_int4", "training_nodes",
-    "qlora_nodes", "scale_out_nodes", "proposed_total_gpus", "demand_unit_nodes_fp8", "demand_unit_nodes_int4",
+    "qlora_nodes", "scale_out_nodes", "scale_out_nodes_int4", "proposed_total_gpus", "demand_unit_nodes_fp8",
+    "demand_unit_nodes_int4",
     "demand_units_fp8", "demand_units_int4"}) | DEADLINE_AT_LEAST_ONE
 # What a recommend field that is a count may be when a rule gives it as a constant (rules check, E027):
 # a whole number of at least 1 within the figures' range; a node's GPUs within the input contract's.

@@ -61,9 +61,25 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
         steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
+        steps.append(lambda values, facts: _int4_unit_scaling(values, gpu, gpus, link, knowledge, params))
         if model is not None:
             steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))
     return steps
+
+
+def _int4_unit_scaling(values, gpu, gpus, link, knowledge, params):
+    """The scale-out figures of a plan at INT4, whose unit is the INT4 state's (the QLoRA state of a LoRA job, the
+    INT4 serving units), not the BF16 or FP8 state's that scale_out_nodes counts: a warning on the efficiency of
+    an INT4 plan reads these, so it speaks of the nodes the plan has."""
+    unit = values.get("demand_unit_nodes_int4", values.get("qlora_nodes"))
+    if link is None or unit is None:
+        return
+    model = calibrated_model(knowledge)
+    intra = knowledge.link(gpu.intra_node_link)
+    nodes = max(params["min_multi_nodes"], unit)
+    values["scale_out_nodes_int4"] = nodes
+    values["naive_tp_efficiency_int4"] = model.tp_efficiency(nodes * gpus, nodes, intra, link)
+    values["plan_efficiency_int4"] = model.plan_efficiency(nodes, gpus, intra, link)
 
 
 def _model_figures(values, model):
