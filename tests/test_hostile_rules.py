@@ -253,3 +253,40 @@ def test_what_check_accepts_the_engine_runs(tmp_path, rules):
     directory = hostile.hostile_dir(tmp_path, "accepted", kept + [benign])
     report = check_in_sandbox(directory.directory, limits=Limits(seconds=60))
     assert report.errors == [], [str(d) for d in report.errors]
+
+
+def _many_names(root, writers: int, readers: int):
+    """The bundled rules plus zz-names.yaml: `writers` rules each concluding a name of its own, and `readers`
+    rules each reading one of those names in its condition."""
+    directory = root / "names"
+    shutil.copytree(bundled("rules"), directory)
+    rule = ("  - id: {id}\n    heuristics: [H-FIT-CAPACITY]\n    priority: {priority}\n    when: {when}\n"
+            "    then:\n      conclude: {{{name}: true}}\n    because: \"x\"\n")
+    text = "rules:\n" + "".join(rule.format(id=f"writes-{i}", priority=900 + i / 1000, when="params_b > 0",
+                                            name=f"written_{i}") for i in range(writers))
+    text += "".join(rule.format(id=f"reads-{i}", priority=950 + i / 1000, when=f"written_{i}", name=f"read_{i}")
+                    for i in range(readers))
+    (directory / "zz-names.yaml").write_text(text, encoding="utf-8")
+    return directory
+
+
+def test_names_rules_only_write_do_not_count_toward_the_engines_limit(tmp_path):
+    """200 rules concluding 200 names of their own (more than the 150 names the engine lets conditions read)
+    pass the check and run on durable-rules: a group's fact carries only what its group's conditions read."""
+    from kentino_expert.expert import Expert
+    directory = _many_names(tmp_path, 200, 0)
+    assert check_directory(directory).errors == []
+    expert = Expert(rules_dir=directory)
+    try:
+        answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b"})
+    finally:
+        expert.close()
+    assert answer.recommendation.kind == "single-node"
+
+
+def test_more_names_read_than_the_engine_takes_are_refused_in_the_file_that_reads_them(tmp_path):
+    """Conditions that read more distinct names than the engine takes are E201, blamed on the added file."""
+    from kentino_expert.engine.durable.terms import MAX_READ_NAMES
+    errors = check_directory(_many_names(tmp_path, MAX_READ_NAMES, MAX_READ_NAMES)).errors
+    assert [(d.code, d.location.file) for d in errors] == [("E201", "names/zz-names.yaml")], [str(d) for d in errors]
+    assert f"more than the {MAX_READ_NAMES} the engine takes" in errors[0].message

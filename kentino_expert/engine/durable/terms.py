@@ -19,6 +19,9 @@ from ..backend import ShapeProblem
 from .network import rule_excesses
 
 MAX_PROPERTIES = 250   # a fact may carry at most 254 properties (error 302)
+# the names a rule set's conditions may read in all: a group's fact carries only the names its group reads (and
+# ENGINE_NAMES), so this bounds every fact well within MAX_PROPERTIES; what rules only write is never sent
+MAX_READ_NAMES = MAX_PROPERTIES - 100
 MAX_DEPTH = 8          # nesting of and/or groups we accept (kept shallow on purpose)
 _IMPOSSIBLE = {"$nex": {"t": 1}}
 _OPS = {"<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte", "!=": "$neq"}
@@ -369,26 +372,25 @@ def shape_problems(rules, network: bool = True) -> list[ShapeProblem]:
             problems.append(problem)
         elif network:
             problems += network_problems(rule)
-    names = {name for rule in rules for name in (*rule.reads, *rule.writes)}
-    if len(names) > MAX_PROPERTIES - 100 and rules:
-        problems.append(ShapeProblem(_most_names_of_its_own(rules), f"the rule set uses {len(names)} distinct "
-                                     f"names; one fact holds at most {MAX_PROPERTIES} properties with the facts "
-                                     "and figures"))
+    names = {name for rule in rules for name in rule.reads}
+    if len(names) > MAX_READ_NAMES and rules:
+        problems.append(ShapeProblem(_most_names_of_its_own(rules), f"the rule set's conditions read {len(names)} "
+                                     f"distinct names, more than the {MAX_READ_NAMES} the engine takes (a fact of "
+                                     f"durable-rules holds at most {MAX_PROPERTIES} properties)"))
     return problems
 
 
 def _most_names_of_its_own(rules):
-    """Where a limit of the whole set is blamed: in the file that brings the most names no other file uses
+    """Where a limit of the whole set is blamed: in the file whose conditions read the most names no other reads
     (a file added to a set that was within the limit), its rule with the most of them."""
     file_of = lambda rule: getattr(getattr(getattr(rule, "source", None), "location", None), "file", "")  # noqa: E731
     by_file: dict = {}
     for rule in rules:
-        by_file.setdefault(file_of(rule), set()).update(rule.reads, rule.writes)
+        by_file.setdefault(file_of(rule), set()).update(rule.reads)
     own = {file: names - set().union(*(other for key, other in by_file.items() if key != file))
            for file, names in by_file.items()}
     file = max(own, key=lambda each: len(own[each]))
-    return max((rule for rule in rules if file_of(rule) == file),
-               key=lambda rule: len(own[file] & {*rule.reads, *rule.writes}))
+    return max((rule for rule in rules if file_of(rule) == file), key=lambda rule: len(own[file] & set(rule.reads)))
 
 
 def network_problems(rule) -> list[ShapeProblem]:
