@@ -19,9 +19,7 @@ from ..backend import ShapeProblem
 from .network import rule_excesses
 
 MAX_PROPERTIES = 250   # a fact may carry at most 254 properties (error 302)
-# the names a rule set's conditions may read in all: a group's fact carries only the names its group reads (and
-# ENGINE_NAMES), so this bounds every fact well within MAX_PROPERTIES; what rules only write is never sent
-MAX_READ_NAMES = MAX_PROPERTIES - 100
+MAX_READ_NAMES = MAX_PROPERTIES - 100  # read by all conditions: a group's fact carries only what its group reads
 MAX_DEPTH = 8          # nesting of and/or groups we accept (kept shallow on purpose)
 _IMPOSSIBLE = {"$nex": {"t": 1}}
 _OPS = {"<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte", "!=": "$neq"}
