@@ -273,15 +273,13 @@ def _many_names(root, writers: int, readers: int):
 def test_names_rules_only_write_do_not_count_toward_the_engines_limit(tmp_path):
     """200 rules concluding 200 names of their own (more than the 150 names the engine lets conditions read)
     pass the check and run on durable-rules: a group's fact carries only what its group's conditions read."""
+    from contextlib import closing
+
     from kentino_expert.expert import Expert
     directory = _many_names(tmp_path, 200, 0)
     assert check_directory(directory).errors == []
-    expert = Expert(rules_dir=directory)
-    try:
-        answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b"})
-    finally:
-        expert.close()
-    assert answer.recommendation.kind == "single-node"
+    with closing(Expert(rules_dir=directory)) as expert:
+        assert expert.recommend({"task": "inference", "model": "llama-3.1-70b"}).recommendation.kind == "single-node"
 
 
 def test_more_names_read_than_the_engine_takes_are_refused_in_the_file_that_reads_them(tmp_path):
