@@ -106,13 +106,15 @@ def units_for_deadline(deadline_days: float, one_unit_days: float, unit: int, gp
     return low
 
 
-def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec | None, knowledge: Knowledge) -> None:
+def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec | None, knowledge: Knowledge,
+                     model=None) -> None:
     """nodes_for_deadline, deadline_dp_efficiency and deadline_reachable for a training task with
     training_tokens and deadline_days (added to `values`, figures.py's figures so far); for a LoRA job also
-    qlora_nodes_for_deadline, in units of the QLoRA state the rules may switch it to."""
+    qlora_nodes_for_deadline, in units of the QLoRA state the rules may switch it to. `model` is the calibrated
+    scaling model when the caller has it."""
     if "days_on_one_node" not in values or "deadline_days" not in facts or link is None:
         return
-    model = calibrated_model(knowledge)
+    model = model or calibrated_model(knowledge)
     intra = knowledge.link(gpu.intra_node_link)
 
     def nodes_for(unit: int) -> int | None:

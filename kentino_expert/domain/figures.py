@@ -58,28 +58,34 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
         if card:  # the card figures give node_vram_gb, which the sizing divides by
             steps += _node_steps(model, gpu, gpus, knowledge, params, loads)
     if card:
-        steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params))
-        steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge))
+        # solved once per derivation, not by each step that projects efficiencies (nor again by its probes)
+        scaling = calibrated_model(knowledge)
+        steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params,
+                                                            scaling))
+        steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge, scaling))
         steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
-        steps.append(lambda values, facts: _int4_unit_scaling(values, gpu, gpus, link, knowledge, params))
+        steps.append(lambda values, facts: _int4_unit_scaling(values, gpu, gpus, link, knowledge, params, scaling))
         if model is not None:
             steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))
     return steps
 
 
-def _int4_unit_scaling(values, gpu, gpus, link, knowledge, params):
+def _int4_unit_scaling(values, gpu, gpus, link, knowledge, params, scaling):
     """The scale-out figures of a plan at INT4, whose unit is the INT4 state's (the QLoRA state of a LoRA job, the
     INT4 serving units), not the BF16 or FP8 state's that scale_out_nodes counts: a warning on the efficiency of
     an INT4 plan reads these, so it speaks of the nodes the plan has."""
     unit = values.get("demand_unit_nodes_int4", values.get("qlora_nodes"))
     if link is None or unit is None:
         return
-    model = calibrated_model(knowledge)
-    intra = knowledge.link(gpu.intra_node_link)
-    nodes = max(params["min_multi_nodes"], unit)
-    values["scale_out_nodes_int4"] = nodes
-    values["naive_tp_efficiency_int4"] = model.tp_efficiency(nodes * gpus, nodes, intra, link)
-    values["plan_efficiency_int4"] = model.plan_efficiency(nodes, gpus, intra, link)
+    _scale_out(values, "_int4", max(params["min_multi_nodes"], unit), gpus, scaling,
+               knowledge.link(gpu.intra_node_link), link)
+
+
+def _scale_out(values, suffix: str, nodes: int, gpus: int, scaling, intra, link) -> None:
+    """scale_out_nodes, naive_tp_efficiency and plan_efficiency (each name with `suffix`) of a unit of `nodes`."""
+    values["scale_out_nodes" + suffix] = nodes
+    values["naive_tp_efficiency" + suffix] = scaling.tp_efficiency(nodes * gpus, nodes, intra, link)
+    values["plan_efficiency" + suffix] = scaling.plan_efficiency(nodes, gpus, intra, link)
 
 
 def _model_figures(values, model):
@@ -253,8 +259,7 @@ def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> Non
         values["days_on_one_node"] = months * 30 / gpus
 
 
-def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params):
-    model = calibrated_model(knowledge)
+def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params, model):
     intra = knowledge.link(gpu.intra_node_link)
     values["intra_node_bandwidth_gbs"] = intra.bandwidth_gbs
     values["tp_efficiency_one_node"] = model.tp_efficiency(gpus, 1, intra, None)
@@ -264,9 +269,7 @@ def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params):
                   bandwidth_cliff_ratio=intra.bandwidth_gbs / link.bandwidth_gbs)
     capacity = max(values.get("training_nodes", 1), values.get("serving_nodes_fp8", 1))
     nodes = max(params["min_multi_nodes"], capacity)  # a scale-out plan has at least two boxes by definition
-    values["scale_out_nodes"] = nodes
-    values["naive_tp_efficiency"] = model.tp_efficiency(nodes * gpus, nodes, intra, link)
-    values["plan_efficiency"] = model.plan_efficiency(nodes, gpus, intra, link)
+    _scale_out(values, "", nodes, gpus, model, intra, link)
     values["dp_efficiency"] = model.dp_efficiency(nodes, gpus, intra, link)
     if "days_on_one_node" in values:
         values["days_on_plan"] = values["days_on_one_node"] / nodes / values["plan_efficiency"] * values["tp_efficiency_one_node"]

@@ -13,7 +13,7 @@ from ..decisions.meta import check_meta
 from ..domain.workload import MAX_FACTS_BYTES, json_value_problem, strict_json_loads
 from .compact import check_view, compact
 from .decide import decide
-from .tool_schema import META_KEYS
+from .tool_schema import META_KEYS, facts_of
 
 MAX_BODY = MAX_FACTS_BYTES  # a body is facts (and the meta keys): the limit of a file of facts too
 DECIDERS = 40  # decisions at once in worker threads; the others wait on the event loop
@@ -57,7 +57,7 @@ def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
             raise BadRequest(key, "given more than once in the query string")
         if key in data and key in query:
             raise BadRequest(key, "given in both the body and the query string: give it once")
-    facts = {k: v for k, v in data.items() if k not in META_KEYS}
+    facts = facts_of(data)
     session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
                                   data.get("turn", query.get("turn")))
     try:

@@ -23,7 +23,7 @@ from ..version import __version__
 from .compact import check_view, compact
 from .decide import decide
 from .log_failures import public_message
-from .tool_schema import META_KEYS, request_schema
+from .tool_schema import facts_of, request_schema
 
 SERVER_NAME = "kentino-expert"
 INSTRUCTIONS = (
@@ -109,7 +109,7 @@ class KentinoTools:
 
     def recommend(self, arguments: dict) -> dict:
         """The decision's JSON (full or compact), logged with source 'mcp'."""
-        facts = {k: v for k, v in arguments.items() if k not in META_KEYS}
+        facts = facts_of(arguments)
         try:
             view = check_view(arguments.get("view"))
         except ValueError as exc:
@@ -142,8 +142,7 @@ class KentinoTools:
                 if not isinstance(facts, dict):
                     raise ToolFailed("facts: must be a JSON object of facts")
                 # a bot may pass its `recommend` arguments as they were: the conversation's keys are not facts
-                return explain_markdown(expert, expert.recommend({k: v for k, v in facts.items()
-                                                                  if k not in META_KEYS}))
+                return explain_markdown(expert, expert.recommend(facts_of(facts)))
         raise ToolFailed("give a decision_id or facts")
 
 

@@ -9,6 +9,11 @@ from ..ruleset.schemas import facts_schema
 from .compact import MAX_COMPACT_BYTES, VIEWS
 
 META_KEYS = ("session_id", "turn", "view")  # taken out of a request before its facts are validated
+
+
+def facts_of(request: dict) -> dict:
+    """A request's facts: everything but the conversation's keys (META_KEYS)."""
+    return {k: v for k, v in request.items() if k not in META_KEYS}
 TOOL_NAME = "kentino_recommend"
 TOOL_DESCRIPTION = (
     "Recommend a GPU-server build (one node, INT4 on one node, data-parallel replicas, a multi-node "
