@@ -159,7 +159,8 @@ def verdicts(results: dict) -> list[dict]:
         add("first chat turn <= 2x one traced recommendation, in process (median CPU time, new facts)",
             f"{chat['cpu_median_us']:,.0f} us vs {base['cpu_median_us']:,.0f} us as the service answers: "
             f"{ratio:.2f}x (vs {durable['cpu_median_us']:,.0f} us with every candidate on durable-rules: "
-            f"{chat['cpu_median_us'] / durable['cpu_median_us']:.2f}x)", ratio <= 2)
+            f"{chat['cpu_median_us'] / durable['cpu_median_us']:.2f}x)"
+            + _probe_budget_words(results.get("issue13_turn_split"), base["cpu_median_us"]), ratio <= 2)
         add("traced recommendation <= 350 us median (CPU time)",
             f"{base['cpu_median_us']:,.0f} us as the service answers, {durable['cpu_median_us']:,.0f} us with every "
             "candidate on durable-rules" + (_floor_words(floor) if floor else ""), base["cpu_median_us"] <= 350,
@@ -194,6 +195,22 @@ def verdicts(results: dict) -> list[dict]:
             f"{memory[0]['rss_mb']:.1f} MB at start, {memory[1]['rss_mb']:.1f} MB at {memory[1]['turns']:,}, "
             f"{memory[-1]['rss_mb']:.1f} MB at the end", growth < 5)
     return out
+
+
+def _probe_budget_words(split: dict | None, recommendation_us: float) -> str:
+    """What 2x a recommendation leaves each candidate build a turn's what-if probes size, once the turn's answer,
+    why-not and the rest are paid, beside what one costs now ("" without the turn split measured)."""
+    if not split or not split.get("probe_candidates_per_turn"):
+        return ""
+    parts = split["parts"]
+    fixed = sum(parts[name]["cpu_median_us"] for name in ("answer", "why-not", "rest"))
+    builds, left = split["probe_candidates_per_turn"], 2 * recommendation_us - fixed
+    if left <= 0:
+        return f"; the turn's answer, why-not and the rest alone take {fixed:,.0f} us, 2x before any question"
+    budget = left / builds
+    return (f"; 2x leaves the questions {left:,.0f} us once the turn's answer, why-not and "
+            f"the rest ({fixed:,.0f} us) are paid: {budget:,.0f} us for each of the {builds:g} builds its probes "
+            f"size, which take {split['questions_cpu_per_candidate_us']:,.0f} us each")
 
 
 def _floor_words(floor: dict) -> str:
