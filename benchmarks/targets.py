@@ -208,9 +208,11 @@ def _probe_budget_words(split: dict | None, recommendation_us: float) -> str:
     if left <= 0:
         return f"; the turn's answer, why-not and the rest alone take {fixed:,.0f} us, 2x before any question"
     budget = left / builds
+    rules = split.get("compiled_rules_cpu_per_state_us")
     return (f"; 2x leaves the questions {left:,.0f} us once the turn's answer, why-not and "
             f"the rest ({fixed:,.0f} us) are paid: {budget:,.0f} us for each of the {builds:g} builds its probes "
-            f"size, which take {split['questions_cpu_per_candidate_us']:,.0f} us each")
+            f"size, which take {split['questions_cpu_per_candidate_us']:,.0f} us each"
+            + (f", {rules:,.0f} us of it the compiled rules deciding the build" if rules else ""))
 
 
 def _floor_words(floor: dict) -> str:

@@ -12,6 +12,7 @@ import time
 from contextlib import contextmanager
 from unittest import mock
 
+from kentino_expert.engine.compiled import CompiledEngine
 from kentino_expert.expert import Expert
 from kentino_expert.service import decide
 
@@ -26,7 +27,8 @@ def turn_split(runs: int) -> dict:
     expert = Expert()
     spent = {part: 0 for part in PARTS}
     rows = {part: [] for part in (*PARTS, "rest", "whole turn")}
-    with _timed_parts(expert, spent):
+    rules = [0, 0]  # CPU ns in the compiled evaluator, its evaluations
+    with _timed_parts(expert, spent), _timed_rules(rules):
         for index in range(runs):
             spent.update(dict.fromkeys(PARTS, 0))
             start = time.thread_time_ns()
@@ -40,7 +42,26 @@ def turn_split(runs: int) -> dict:
     counts = _probe_counts(expert, min(runs, 200), offset=runs)
     per_candidate = out["questions"]["cpu_median_us"] / max(counts["probe_candidates_per_turn"], 1)
     expert.close()
-    return {"parts": out, **counts, "questions_cpu_per_candidate_us": per_candidate}
+    return {"parts": out, **counts, "questions_cpu_per_candidate_us": per_candidate,
+            "compiled_rules_cpu_per_state_us": rules[0] / max(rules[1], 1) / 1000}
+
+
+@contextmanager
+def _timed_rules(rules: list):
+    """The compiled evaluator's evaluations (a build's kind from its sized state), their CPU time added to
+    rules[0] and their count to rules[1]: what deciding one build costs even when sizing it costs nothing."""
+    evaluate = CompiledEngine.evaluate
+
+    def timed(self, *args, **kwargs):
+        start = time.thread_time_ns()
+        try:
+            return evaluate(self, *args, **kwargs)
+        finally:
+            rules[0] += time.thread_time_ns() - start
+            rules[1] += 1
+
+    with mock.patch.object(CompiledEngine, "evaluate", timed):
+        yield
 
 
 @contextmanager
@@ -104,4 +125,5 @@ def print_split(split: dict) -> None:
     shares = ", ".join(f"{v:g} probes sized {k}" for k, v in split["probes_by_candidates_sized"].items())
     print(f"  per turn: {split['candidates_per_turn']:g} candidate builds sized, "
           f"{split['probe_candidates_per_turn']:g} of them by {split['probes_per_turn']:g} what-if probes ({shares}); "
-          f"the questions' CPU per candidate build a probe sized: {split['questions_cpu_per_candidate_us']:,.0f} us")
+          f"the questions' CPU per candidate build a probe sized: {split['questions_cpu_per_candidate_us']:,.0f} us, "
+          f"of it the compiled rules' evaluation: {split['compiled_rules_cpu_per_state_us']:,.0f} us")

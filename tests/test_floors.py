@@ -84,17 +84,19 @@ def test_without_a_floor_no_target_is_called_out_of_reach():
 def _split(answer_us: float) -> dict:
     parts = {"answer": answer_us, "why-not": 300.0, "rest": 200.0, "questions": 8000.0}
     return {"parts": {name: {"cpu_median_us": us} for name, us in parts.items()},
-            "probe_candidates_per_turn": 40, "questions_cpu_per_candidate_us": 200.0}
+            "probe_candidates_per_turn": 40, "questions_cpu_per_candidate_us": 200.0,
+            "compiled_rules_cpu_per_state_us": 40.0}
 
 
 def test_the_first_turn_verdict_says_what_2x_leaves_each_probe_build():
     """With a 2,000 us recommendation, a 3,000 us answer, 300 us why-not and 200 us rest, 2x leaves 500 us for 40
-    probe builds: 12.5 us each (printed 12), beside the 200 us each takes."""
+    probe builds: 12.5 us each (printed 12), beside the 200 us each takes, 40 us of it the compiled rules."""
     results = _results(1200.0, 2000.0)
     results["issue13_turn_split"] = _split(3000.0)
     turn = _row(targets.verdicts(results), "first chat turn <= 2x one traced recommendation")
     assert "leaves the questions 500 us" in turn["figure"]
     assert "12 us for each of the 40 builds" in turn["figure"] and "take 200 us each" in turn["figure"]
+    assert "40 us of it the compiled rules" in turn["figure"]
     results["issue13_turn_split"] = _split(4000.0)
     turn = _row(targets.verdicts(results), "first chat turn <= 2x one traced recommendation")
     assert "alone take 4,500 us, 2x before any question" in turn["figure"]

@@ -19,3 +19,5 @@ def test_the_split_times_every_part_and_counts_the_probes_candidates():
     from_histogram = sum(int(sized) * share for sized, share in histogram.items())
     assert abs(from_histogram - split["probe_candidates_per_turn"]) < 1e-9
     assert 0 < split["probe_candidates_per_turn"] < split["candidates_per_turn"]  # the answer sizes some too
+    # the compiled rules are timed (a renamed evaluate would read 0) and are part of what a probe's build costs
+    assert 0 < split["compiled_rules_cpu_per_state_us"] < split["questions_cpu_per_candidate_us"]
