@@ -276,3 +276,27 @@ def test_a_decision_without_an_instance_records_the_default(log_target, monkeypa
         second = log.record({"task": "inference"}, _answer("frontier", "final", "s"), "cli")
         assert log.get(first)["instance"] == socket.gethostname()
         assert log.get(second)["instance"] == "from-the-environment"
+
+
+@pytest.mark.parametrize("version", [2, SCHEMA_VERSION])
+def test_a_sqlite_log_restored_from_a_dump_opens(tmp_path, version):
+    """A SQLite log copied with `.dump` (which drops PRAGMA user_version) opens at the version its columns show,
+    keeps its rows and records its version, instead of failing on 'duplicate column name: status'."""
+    original = str(tmp_path / "original.db")
+    if version == 2:
+        _create_v2(original)
+    else:
+        with open_log(original) as log:
+            log._insert_many([{"decision_id": "a" * 32, "created_at": "2025-03-01T00:00:00.000007+00:00",
+                               "source": "cli", "facts": "{}", "answer": "{}", "kind": "k", "digest": "d",
+                               "engine": "e"}])
+    restored = tmp_path / "restored.db"
+    with sqlite3.connect(original) as source, sqlite3.connect(restored) as target:
+        target.executescript("\n".join(source.iterdump()))
+    with open_log(restored) as log:
+        assert log.get("a" * 32)["decision_id"] == "a" * 32
+    raw = Raw(str(restored))
+    try:
+        assert _version(raw) == SCHEMA_VERSION and "instance" in _column_types(raw)
+    finally:
+        raw.close()

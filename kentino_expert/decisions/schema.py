@@ -89,12 +89,11 @@ def migrate_sqlite(conn) -> int:
     """Bring the log in `conn` (no transaction open) to SCHEMA_VERSION; return the version found."""
     conn.execute("BEGIN IMMEDIATE")  # the write lock: a second process waits here, then finds the work done
     try:
-        found = _found_version(conn.execute("PRAGMA user_version").fetchone()[0],
-                               conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                            "AND name = 'decisions'").fetchone() is not None)
+        recorded = conn.execute("PRAGMA user_version").fetchone()[0]
+        found = sqlite_version(recorded, {row[1] for row in conn.execute("PRAGMA table_info(decisions)")})
         for statement in _statements(SQLITE_STEPS, found):
             conn.execute(statement)
-        if found < SCHEMA_VERSION:
+        if recorded < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -125,6 +124,19 @@ def _statements(steps: dict, found: int) -> list[str]:
     if found == 0:
         return list(steps[0])
     return [statement for version in range(found, SCHEMA_VERSION) for statement in steps[version]]
+
+
+# the column each version added, newest first: what a SQLite log without a recorded version is
+_ADDED_COLUMNS = ((3, "instance"), (2, "status"))
+
+
+def sqlite_version(recorded: int, columns: set) -> int:
+    """The version of a SQLite log: `recorded` (PRAGMA user_version), or, when that is 0, the version its
+    `decisions` columns show. A log restored from `sqlite3 old.db .dump` (which does not carry user_version)
+    is at the version it was, not version 1 migrated again ("duplicate column name: status")."""
+    if recorded or not columns:
+        return _found_version(recorded, bool(columns))
+    return next((version for version, column in _ADDED_COLUMNS if column in columns), 1)
 
 
 def _found_version(recorded: int, table_exists: bool) -> int:
