@@ -10,9 +10,9 @@ import click
 
 from ..decisions.connect import log_target, open_log, sqlite_path
 from ..decisions.log import DecisionLog
-from ..decisions.sqlite import not_a_log
+from ..decisions.sqlite import not_a_log, open_unwritable
 from ..domain.workload import MAX_FACTS_BYTES
-from ..errors import KentinoError, printable
+from ..errors import DecisionLogError, KentinoError, printable
 from ..expert import Expert
 from ..paths import locate
 from ..sandbox import vet
@@ -92,9 +92,15 @@ def open_decision_log(db, must_exist: bool = False) -> DecisionLog:
     """The decision log `db` names (connect.log_target); a read command must find one, not create one
     (opening writes the schema into the file)."""
     target = log_target(db)
-    if must_exist:
-        _check_log_file(target)
-    return open_log(target)
+    if not must_exist:
+        return open_log(target)
+    _check_log_file(target)
+    try:
+        return open_log(target)
+    except DecisionLogError as exc:  # an existing file that cannot be written (a read-only mount) is still read
+        if sqlite_path(target) is None:
+            raise
+        return open_unwritable(sqlite_path(target), exc)
 
 
 def _check_log_file(target: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import DecisionLogError, LogUnavailable
 from .log import DecisionLog, reason_of
 from .readers import ReaderPool
-from .schema import COLUMNS, V1_COLUMNS, migrate_sqlite
+from .schema import COLUMNS, SCHEMA_VERSION, V1_COLUMNS, migrate_sqlite, sqlite_version
 
 READERS = 2  # read connections at most (a listing is short: one page)
 
@@ -152,6 +152,57 @@ class SqliteDecisionLog(DecisionLog):
                 if not isinstance(exc, Exception):
                     raise
                 raise DecisionLogError(f"decision log {self.path}: not writable: {reason_of(exc)}") from None
+
+
+class NotMigrated(DecisionLogError):
+    """A log at an older schema version that cannot be written, so cannot be migrated to be read."""
+
+
+class ReadOnlySqliteLog(SqliteDecisionLog):
+    """A log in a file this process cannot write (a read-only mount or directory, an auditor's copy): read by
+    read-only connections, never migrated; a write is a DecisionLogError that says so."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.url = str(self.path)
+        self._lock = threading.Lock()
+        self._conn = None
+        self._readers = ReaderPool(self._open_reader, self.url, size=READERS,
+                                   usable=lambda conn: not conn.in_transaction)
+        try:
+            with self._readers.connection() as conn:
+                recorded = conn.execute("PRAGMA user_version").fetchone()[0]
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(decisions)")}
+            found = sqlite_version(recorded, columns)
+        except (sqlite3.Error, DecisionLogError) as exc:
+            self.close()
+            reason = exc.message if isinstance(exc, DecisionLogError) else f"cannot read: {exc}"
+            raise DecisionLogError(f"decision log {self.path}: {reason}") from None
+        if found != SCHEMA_VERSION:
+            self.close()
+            raise NotMigrated(f"decision log {self.path}: it cannot be written, so its schema version {found} "
+                                   f"cannot be migrated to {SCHEMA_VERSION}: read a writable copy of it")
+
+    def _open_reader(self):
+        # without a -wal file no connection has the log open: read as immutable, which needs no -shm beside it
+        immutable = "" if Path(f"{self.path}-wal").exists() else "&immutable=1"
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{immutable}", uri=True, timeout=5,
+                               isolation_level=None, check_same_thread=False)
+
+    def _connection(self):
+        raise DecisionLogError(f"decision log {self.path} is opened read-only (it cannot be written): "
+                               "nothing is written to it")
+
+
+def open_unwritable(path: str | os.PathLike, error: DecisionLogError) -> SqliteDecisionLog:
+    """The log at `path` opened read-only, after opening it to write failed with `error` (raised again when
+    the file cannot be read either; a log that must be migrated first says so)."""
+    try:
+        return ReadOnlySqliteLog(path)
+    except NotMigrated:
+        raise
+    except DecisionLogError:
+        raise error from None
 
 
 def not_a_log(path: str | os.PathLike) -> str | None:
