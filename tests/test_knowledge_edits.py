@@ -161,3 +161,23 @@ def test_true_or_false_where_a_number_goes_is_refused(tmp_path, filename, old, n
     one-layer model, sized without a word."""
     root = edited(tmp_path, filename, old, new)
     refused_at(root, filename, field + r".*expected a number, not true or false", new)
+
+
+def test_replay_of_a_decision_whose_model_left_the_knowledge(tmp_path, expert):
+    """Replay under knowledge without the decision's model is one line naming the digest drift, the directories
+    read and the fact that no longer evaluates, and exits 1 (changed)."""
+    from click.testing import CliRunner
+
+    from kentino_expert.cli.main import main
+    from kentino_expert.decisions.connect import open_log
+    facts = {"task": "inference", "model": "qwen2.5-14b"}
+    db = str(tmp_path / "log.db")
+    with open_log(db) as log:
+        decision_id = log.record(facts, expert.recommend(facts), "cli")
+    text = (ROOT / "knowledge" / "models.yaml").read_text(encoding="utf-8")
+    start = text.index("  - id: qwen2.5-14b")
+    root = edited(tmp_path, "models.yaml", text[start:text.index("  - id:", start + 1)], "")
+    result = CliRunner().invoke(main, ["decisions", "replay", decision_id, "--db", db, "--knowledge", str(root)])
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+    assert result.output.startswith("changed (digest drift: ") and f"knowledge: {root})" in result.output
+    assert "no longer evaluate: model: unknown model 'qwen2.5-14b'" in result.output

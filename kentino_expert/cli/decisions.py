@@ -147,7 +147,7 @@ def _echo_replay(result, where: str) -> None:
              if result.digest_changed else f"same digest {result.new_digest[:16]}")
     drift += f"; {where}"
     if result.error:
-        click.echo(f"changed: the stored facts no longer evaluate: {result.error}")
+        click.echo(f"changed ({drift}): the stored facts no longer evaluate: {result.error}")
     elif result.unchanged:
         click.echo(f"unchanged ({drift})")
     else:
