@@ -17,6 +17,7 @@ from ..answer.explain import explain_html
 from ..decisions.meta import check_session_id, normalise_time
 from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError, InputError
+from .log_failures import public_message
 
 PAGE_SIZE = 50
 MAX_FILTER_CHARS = 200
@@ -74,8 +75,8 @@ def decisions_page(decision_log, kind=None, since=None, session=None, cursor=Non
             rows, next_cursor = [_row(summary) for summary in found.decisions], found.next_cursor
         except InputError as exc:  # a cursor the log did not give
             wrong = (exc.field or "cursor", exc.message)
-        except DecisionLogError as exc:  # the log cannot be read now: the server's trouble, said on a page
-            return message_page("The decision log cannot be read", exc.message, 503)
+        except DecisionLogError as exc:  # the server's trouble: its words (which name the database) to its log
+            return message_page("The decision log cannot be read", public_message(exc, writing=False), 503)
     html = _templates.get_template("decisions.html").render(
         kinds=KINDS, filters=given, rows=rows, error=wrong, paged=bool(cursor),
         next_href="/ui?" + urlencode({**given, "cursor": next_cursor}) if next_cursor else None,
@@ -100,7 +101,7 @@ def add_ui_routes(app, holder, decision_log) -> None:
         try:
             row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         except DecisionLogError as exc:
-            return message_page("The decision log cannot be read", exc.message, 503)
+            return message_page("The decision log cannot be read", public_message(exc, writing=False), 503)
         if row is None:
             return message_page("No such decision", f"There is no decision '{decision_id[:200]}' in the log.", 404)
         try:
