@@ -128,6 +128,15 @@ class DecisionLogError(KentinoError):
     """The decision log cannot be opened or written."""
 
 
+class UnreadableRow(DecisionLogError):
+    """A stored decision whose JSON column is not JSON (another program wrote the row): so for good, not just
+    now. `problem` says so without naming the log, which the service keeps to its own log; `name` is the column."""
+
+    def __init__(self, message: str, problem: str, **kwargs):
+        self.problem = printable(problem)
+        super().__init__(message, **kwargs)
+
+
 class LogUnavailable(DecisionLogError):
     """The log takes no row at all just now (closed, locked past the wait, unreachable): a group
     commit fails the whole batch with it instead of retrying each row into the same wait."""

@@ -105,3 +105,22 @@ def test_decisions_list_escapes_control_characters_of_a_row(tmp_path):
     listed = CliRunner().invoke(cli, ["decisions", "list", "--db", db])
     assert listed.exit_code == 0 and "\x1b" not in listed.output
     assert listed.output.splitlines()[1:] == ["1 decision(s)"] and "\\x1b[31m" in listed.output
+
+
+def test_a_row_whose_json_is_not_json_is_a_422_not_a_503(tmp_path):
+    """A SQLite row whose answer is not JSON is, over the API and in the browser, a 422 naming the column (as a
+    row of another shape is), not a 503 'cannot be read now' that a client would retry; the log's path stays
+    in the server's log."""
+    pytest.importorskip("fastapi", reason="the HTTP service needs fastapi")
+    from fastapi.testclient import TestClient
+
+    from kentino_expert.service.app import create_app
+    with open_log(tmp_path / "secret-name.db") as log:
+        _insert(log, "h-text", "{}", "{not json")
+        client = TestClient(create_app(log=log), base_url="http://localhost")
+        for url in ("/v1/decisions/h-text", "/v1/decisions/h-text/explain"):
+            response = client.get(url)
+            assert response.status_code == 422 and response.json()["detail"][0]["field"] == "answer"
+            assert "its stored answer is not JSON" in response.text and "secret-name" not in response.text
+        page = client.get("/ui/decisions/h-text")
+        assert page.status_code == 422 and "is not JSON" in page.text and "secret-name" not in page.text

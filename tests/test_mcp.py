@@ -291,3 +291,13 @@ def test_stdio_reads_a_long_line_in_pieces_and_keeps_only_its_head():
 
     got = anyio.run(lines, b"short\n" + b"y" * 95 + b"\n" + b"z" * 10 + b"\n" + b"{}")
     assert got == [b"short\n", b"y" * 11, b"z" * 10 + b"\n", b"{}"]
+
+
+def test_explain_of_a_row_that_is_not_json_says_so_without_the_log(tmp_path, expert):
+    """explain of a stored decision whose answer is not JSON is a tool error naming the decision and the column,
+    not 'the decision log cannot be read now', and not the log's path."""
+    with open_log(tmp_path / "hidden-name.db") as log:
+        log._write("INSERT INTO decisions (decision_id, created_at, source, facts, answer, kind, digest, engine) "
+                   "VALUES ('h-text', '2025-01-31T12:00:00+00:00', 'cli', '{}', '{not json', 'k', 'd', 'e')", [])
+        is_error, text = _call(build_server(expert, log), "explain", {"decision_id": "h-text"})
+    assert is_error and text == "decision 'h-text': its stored answer is not JSON", text

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .. import fastjson
-from ..errors import DecisionLogError, InputError, KentinoError
+from ..errors import DecisionLogError, InputError, KentinoError, UnreadableRow
 from .groupcommit import GroupCommit
 from .meta import check_meta, check_no_nul, check_session_id, decode_cursor, encode_cursor, normalise_time, utc_now
 from .schema import LIST_COLUMNS, ROW_COLUMNS
@@ -238,8 +238,8 @@ class DecisionLog:
                     row[key] = json.loads(row[key])
                 except (ValueError, RecursionError):  # a row another program wrote
                     name = str(row["decision_id"])[:100]
-                    raise DecisionLogError(f"decision log {self.safe_url()}: decision '{name}': "
-                                           f"its {key} is not JSON") from None
+                    raise UnreadableRow(f"decision log {self.safe_url()}: decision '{name}': its {key} is not JSON",
+                                        f"decision '{name}': its stored {key} is not JSON", name=key) from None
         return row
 
     @staticmethod

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..decisions.connect import open_log
 from ..decisions.log import default_instance
-from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError
+from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError, UnreadableRow
 from ..version import __version__
 from .api_routes import add_answer_routes, add_decision_routes, detail
 from .follower import holder_for, sandboxed_factory
@@ -173,6 +173,10 @@ def _install_error_handlers(app) -> None:
     @app.exception_handler(InputError)
     async def _input(request, exc: InputError):
         return detail(exc.field or exc.name or "facts", exc.suggested())
+
+    @app.exception_handler(UnreadableRow)
+    async def _unreadable_row(request, exc: UnreadableRow):  # a row another program wrote: for good, as a 422
+        return detail(exc.name, exc.problem)
 
     @app.exception_handler(DecisionLogError)
     async def _log_error(request, exc: DecisionLogError):  # its words name the database: see log_failures.py

@@ -17,7 +17,7 @@ from typing import Any
 from .. import fastjson
 from ..answer.explain import explain_markdown
 from ..decisions.connect import open_log
-from ..errors import DecisionLogError, EngineError, KentinoError
+from ..errors import DecisionLogError, EngineError, KentinoError, UnreadableRow
 from ..expert import Expert
 from ..version import __version__
 from .compact import check_view, compact
@@ -154,6 +154,8 @@ def _tool_errors(tool: str, unexpected: str):
         yield
     except ToolFailed:
         raise
+    except UnreadableRow as exc:  # a row another program wrote: the client's to know, without the log's name
+        raise ToolFailed(exc.problem) from None
     except DecisionLogError as exc:  # its words name the database: the server's log gets them (log_failures.py)
         raise ToolFailed(public_message(exc, writing=tool == "recommend")) from None
     except KentinoError as exc:

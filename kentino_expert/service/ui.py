@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from ..answer.explain import explain_html
 from ..decisions.meta import check_session_id, normalise_time
 from ..domain.vocabulary import KINDS, check_kind
-from ..errors import DecisionLogError, InputError
+from ..errors import DecisionLogError, InputError, UnreadableRow
 from .log_failures import public_message
 
 PAGE_SIZE = 50
@@ -100,6 +100,9 @@ def add_ui_routes(app, holder, decision_log) -> None:
     def ui_decision(decision_id: str):
         try:
             row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
+        except UnreadableRow as exc:  # a row another program wrote: for good, like one of another shape below
+            return message_page("This decision cannot be explained", f"Its stored row cannot be read: {exc.problem}",
+                                422)
         except DecisionLogError as exc:
             return message_page("The decision log cannot be read", public_message(exc, writing=False), 503)
         if row is None:
