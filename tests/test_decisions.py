@@ -208,6 +208,16 @@ def test_cli_user_mistakes_exit_2(tmp_path):
     assert since.exit_code == 2 and "ISO-8601" in since.output
 
 
+def test_an_unknown_id_of_any_length_is_quoted_short(tmp_path):
+    """An unknown id of 100,000 characters is quoted by its first 200, as the API quotes it, not whole."""
+    db = str(tmp_path / "empty.db")
+    open_log(db).close()
+    for command in (["decisions", "show"], ["decisions", "replay"], ["explain"]):
+        result = CliRunner().invoke(_cli(), [*command, "x" * 100_000, "--db", db])
+        assert result.exit_code == 2 and f"no decision '{'x' * 200}...' in " in result.output
+        assert len(result.output) < 400, len(result.output)
+
+
 # -- values a driver cannot store, and the read commands' log checks ------------------------------
 
 _ANSWER = {"recommendation": {"kind": "single-node"}, "ruleset": {"digest": "d" * 64, "engine": "test"}}

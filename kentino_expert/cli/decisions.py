@@ -15,7 +15,7 @@ from ..answer.subject import checked_subject
 from ..decisions.meta import normalise_time
 from ..domain.vocabulary import KINDS
 from ..domain.workload import strict_json_loads
-from ..errors import InputError, KentinoError, printable
+from ..errors import InputError, KentinoError, clipped, printable
 from ..service.replay import replay
 from .common import (
     KentinoGroup,
@@ -108,7 +108,7 @@ def _decision(db, decision_id) -> dict:
     finally:
         log.close()
     if row is None:
-        raise UserError(f"no decision '{decision_id}' in {log.safe_url()}")
+        raise UserError(f"no decision '{clipped(decision_id, 200)}' in {log.safe_url()}")  # as the API quotes it
     return row
 
 
@@ -174,7 +174,7 @@ def _echo_replay(result, where: str) -> None:
 def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
     """Explain a logged decision (by id) or an answer file (`recommend --format json` output, or facts)."""
     path = Path(target)
-    if path.is_file():
+    if _is_file(path):
         subject = _read_subject(path, target)
     else:
         if target.endswith((".json", ".yaml", ".yml")):
@@ -198,6 +198,12 @@ def explain(target, fmt, output, charts_dir, rules_dir, knowledge_dir, db):
         click.echo(text, nl=False)
 
 
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name no file can have (longer than the system allows: an id)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _read_subject(path: Path, target: str) -> dict:
