@@ -121,6 +121,23 @@ def test_other_rules_do_not_contradict_the_stored_trace(expert, tmp_path):
     other.close()
 
 
+def test_explained_under_rules_of_another_directory_it_names_the_deciding_ones(expert, tmp_path):
+    """Explained with rules read from another directory, the report does not say the rule set changed since: it
+    names the deciding rules' digest and directory, and `--rules DIR` to explain it whole."""
+    from kentino_expert.expert import Expert
+    from kentino_expert.paths import bundled
+    rules = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), rules)
+    (rules / "fit.yaml").write_text((rules / "fit.yaml").read_text() + "# a comment\n")
+    other = Expert(rules)
+    answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b"})
+    text = explain_markdown(other, {"decision_id": "d-1", "facts": {}, "answer": answer.model_dump(mode="json")})
+    other.close()
+    assert "changed since" not in text
+    assert (f"are not the ones that decided ({answer.ruleset.digest[:16]}, in {answer.ruleset.directory})"
+            in text and f"`--rules {answer.ruleset.directory}` explains it whole" in text)
+
+
 def _malformed(answer: dict) -> dict:
     """Answer files that are wrong in one place each, with the words the error must hold."""
     def changed(edit):

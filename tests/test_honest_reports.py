@@ -117,4 +117,4 @@ def test_explain_under_other_rules_says_why_the_missing_facts_are_not_listed(exp
         decision = log.get(log.record(SEVENTY_B, expert.recommend(SEVENTY_B), "cli"))
     decision["answer"]["ruleset"]["digest"] = "0" * 64
     text = explain_markdown(expert, decision)
-    assert "## Why provisional" in text and "the missing facts are not listed: the rule set changed" in text
+    assert "## Why provisional" in text and "the missing facts are not listed: the rules read now" in text

@@ -72,15 +72,26 @@ def _rerun(expert, answer: dict, meta: dict | None, same_rules: bool) -> tuple[l
     """(firings, final state, None) of the answer's facts on the current rules, or ([], {}, why they are not
     shown): the why-not and the reasons a conclusion is false come from this run."""
     if not same_rules:
-        decision_id = meta.get("decision_id") if meta else None
-        replay = f"kentino-expert decisions replay {decision_id or 'ID'}"
-        return [], {}, (f"the rule set changed since this decision (now {expert.ruleset.digest[:16]}); "
-                        f"`{replay}` re-evaluates it with the current rules")
+        return [], {}, _other_rules(expert, answer, meta)
     try:
         firings, state = state_of(expert, answer)
     except KentinoError as exc:
         return [], {}, str(exc)
     return firings, state, None
+
+
+def _other_rules(expert, answer: dict, meta: dict | None) -> str:
+    """Why the conditions and the why-not are not shown: the rules read now are not the deciding ones (changed
+    since, or another directory: then where the deciding ones were, which explain them whole if unchanged)."""
+    decision_id = meta.get("decision_id") if meta else None
+    decided = answer.get("ruleset") or {}
+    where = decided.get("directory")
+    text = (f"the rules read now ({expert.ruleset.digest[:16]}) are not the ones that decided "
+            f"({str(decided.get('digest') or 'unknown')[:16]}{f', in {where}' if where else ''}); "
+            f"`kentino-expert decisions replay {decision_id or 'ID'}` re-evaluates it with the rules read now")
+    if where and str(where) != str(expert.rules_dir):
+        text += f", and `--rules {where}` explains it whole if those files are unchanged"
+    return text
 
 
 def _report_step(expert, step: dict, same_rules: bool, state: dict) -> dict:
