@@ -180,8 +180,8 @@ class ReadOnlySqliteLog(SqliteDecisionLog):
             raise DecisionLogError(f"decision log {self.path}: {reason}") from None
         if found != SCHEMA_VERSION:
             self.close()
-            raise NotMigrated(f"decision log {self.path}: it cannot be written, so its schema version {found} "
-                                   f"cannot be migrated to {SCHEMA_VERSION}: read a writable copy of it")
+            raise NotMigrated(f"decision log {self.path}: its schema version {found} must be migrated to "
+                              f"{SCHEMA_VERSION} before it is read")
 
     def _open_reader(self):
         # without a -wal file no connection has the log open: read as immutable, which needs no -shm beside it
@@ -199,8 +199,10 @@ def open_unwritable(path: str | os.PathLike, error: DecisionLogError) -> SqliteD
     the file cannot be read either; a log that must be migrated first says so)."""
     try:
         return ReadOnlySqliteLog(path)
-    except NotMigrated:
-        raise
+    except NotMigrated as second:  # with why it could not be written (a read-only file, or a full disk)
+        why = error.message.removeprefix(f"decision log {path}: ")
+        raise NotMigrated(f"{second.message}, but it could not be opened to write ({why}): read a writable copy "
+                          "of it") from None
     except DecisionLogError:
         raise error from None
 
