@@ -348,6 +348,24 @@ class TestDiff:
         assert changed and all("150000" in row["scenario"] for row in changed)
         assert all("hyperscale-multi-tenant" in row["rules_changed"] for row in changed)
 
+    def test_a_warning_message_change_is_reported(self, rules_copy):
+        """A parameter only a warning's message quotes changes that warning in the answers, and the diff says so."""
+        _edit(rules_copy / "parameters.yaml", "ops_engineering_multiplier_high:\n    value: 5",
+              "ops_engineering_multiplier_high:\n    value: 9")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        assert result.exit_code == 1, result.output
+        changed = json.loads(result.output)["changed"]
+        assert changed and all(row["also_changed"] == ["warning operations-tax"] for row in changed)
+        assert all(row["old"] == row["new"] and not row["rules_changed"] for row in changed)
+
+    def test_a_plan_field_change_is_reported_in_text(self, rules_copy):
+        """A changed recommend field beyond kind/nodes/precision (here the interconnect) is a changed answer."""
+        _edit(rules_copy / "must-scale.yaml", "interconnect: \"'none'\"", "interconnect: \"'ethernet'\"")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS / "reference.yaml")
+        assert result.exit_code == 1, result.output
+        assert "(rules: -; also: interconnect)" in result.output
+        assert "only in the rest of the plan, the summary or the warnings)" in result.output
+
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""
         _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")

@@ -29,11 +29,17 @@ class Change:
     old: tuple | str
     new: tuple | str
     rules_changed: tuple[str, ...]
+    also_changed: tuple[str, ...] = ()  # the rest of the plan, the summary and the warnings (see _details)
 
     def as_dict(self) -> dict:
         card = _card(self.old) != _card(self.new)  # the card is shown when the build search moved it
         return {"scenario": self.name, "old": _show(self.old, card), "new": _show(self.new, card),
-                "rules_changed": list(self.rules_changed)}
+                "rules_changed": list(self.rules_changed), "also_changed": list(self.also_changed)}
+
+    def why(self) -> str:
+        """The rules whose firing changed, then what else changed: `rules: a, b; also: warning c`."""
+        also = f"; also: {', '.join(self.also_changed)}" if self.also_changed else ""
+        return f"rules: {', '.join(self.rules_changed) or '-'}{also}"
 
 
 def _card(answer):
@@ -127,20 +133,38 @@ def _answer(expert, facts):
     try:
         answer = expert.recommend(facts)
     except KentinoError as exc:
-        return f"error: {exc}", ()
+        return f"error: {exc}", (), {}
     rec = answer.recommendation
-    return (rec.kind, rec.nodes, rec.precision, rec.gpu), tuple(step.rule for step in answer.trace)
+    return (rec.kind, rec.nodes, rec.precision, rec.gpu), tuple(step.rule for step in answer.trace), _details(answer)
+
+
+def _details(answer) -> dict:
+    """What an answer says beyond kind/nodes/precision/card: the plan's other fields, the summary and each
+    warning's message, by the name a changed one is listed under."""
+    rec = answer.recommendation
+    details = {"gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas, "interconnect": rec.interconnect,
+               **rec.parallelism.model_dump(), "summary": rec.summary}
+    details.update((f"warning {w.code}", w.message) for w in answer.warnings)
+    return details
+
+
+def _also_changed(old: dict, new: dict, rules_changed) -> tuple[str, ...]:
+    """The details that differ; the summary only when the same rules fired (it quotes the deciding rule)."""
+    changed = [key for key in {**old, **new} if old.get(key) != new.get(key)]
+    return tuple(key for key in changed if key != "summary" or not rules_changed)
 
 
 def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
-    """Every scenario whose answer (kind, nodes, precision, card) or whose firing rules differ."""
+    """Every scenario whose answer (kind, nodes, precision, card, the rest of the plan, the summary, the
+    warnings) or whose firing rules differ."""
     changes = []
     for index, scenario in enumerate(scenarios):
-        old, old_rules = _answer(old_expert, scenario.facts)
-        new, new_rules = _answer(new_expert, scenario.facts)
-        if old != new or set(old_rules) != set(new_rules):
-            changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
-            changes.append(Change(scenario.name, old, new, changed))
+        old, old_rules, old_details = _answer(old_expert, scenario.facts)
+        new, new_rules, new_details = _answer(new_expert, scenario.facts)
+        changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
+        also = _also_changed(old_details, new_details, changed)
+        if old != new or changed or also:
+            changes.append(Change(scenario.name, old, new, changed, also))
         if progress:
             progress(index + 1, len(scenarios))
     return changes
@@ -151,6 +175,17 @@ def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
              f"base `{old_digest[:16]}` -> new `{new_digest[:16]}`", ""]
     if changes:
         lines += ["| scenario | old | new | rules whose firing changed |", "|---|---|---|---|"]
-        lines += [f"| {row['scenario']} | {row['old']} | {row['new']} | {', '.join(row['rules_changed'])} |"
-                  for row in (c.as_dict() for c in changes)]
+        lines += [f"| {row['scenario']} | {row['old']} | {row['new']} | {change.why().removeprefix('rules: ')} |"
+                  for change, row in ((c, c.as_dict()) for c in changes)]
     return "\n".join(lines) + "\n"
+
+
+def diff_summary(changes, total: int) -> str:
+    """`N of M answers changed (...)`: in kind/nodes/precision/card, else in the rules that decided, else
+    (named only when there are some) in the rest of the plan, the summary or the warnings alone."""
+    moved = sum(1 for c in changes if c.old != c.new)
+    ruled = sum(1 for c in changes if c.old == c.new and c.rules_changed)
+    rest = len(changes) - moved - ruled
+    text = (f"{len(changes)} of {total} answers changed ({moved} in kind/nodes/precision/card, "
+            f"{ruled} in the rules that decided")
+    return text + (f", {rest} only in the rest of the plan, the summary or the warnings)" if rest else ")")

@@ -13,7 +13,7 @@ import click
 
 from ..authoring.reference_tables import guide_updates, options_table, write_guides
 from ..authoring.rule_pages import rule_examples_yaml, write_docs
-from ..authoring.rules_diff import checkout_rules, diff, grid_scenarios, to_markdown
+from ..authoring.rules_diff import checkout_rules, diff, diff_summary, grid_scenarios, to_markdown
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
 from ..decisions import published
 from ..decisions.connect import log_target
@@ -154,11 +154,8 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
         click.echo(f"base: {base}, {sources_line(new_expert.rules_dir, new_expert.knowledge_dir)}")
         for change in changes:
             row = change.as_dict()
-            click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  "
-                       f"(rules: {', '.join(row['rules_changed']) or '-'})")
-        moved = sum(1 for c in changes if c.old != c.new)
-        click.echo(f"{len(changes)} of {len(workloads)} answers changed ({moved} in kind/nodes/precision/card, "
-                   f"{len(changes) - moved} in the rules that decided)")
+            click.echo(f"{row['scenario']}: {row['old']} -> {row['new']}  ({change.why()})")
+        click.echo(diff_summary(changes, len(workloads)))
     sys.exit(1 if changes else 0)
 
 
