@@ -366,6 +366,15 @@ class TestDiff:
         assert "(rules: -; also: interconnect)" in result.output
         assert "only in the rest of the plan, the summary or the warnings)" in result.output
 
+    def test_warnings_of_rules_that_changed_firing_are_not_repeated(self, rules_copy):
+        """A warning that comes or goes with a rule listed under rules is not listed again under also."""
+        _edit(rules_copy / "selection.yaml", "cards: [rtx-pro-6000, l40, rtx-5090, l4]",
+              "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "full-finetune qwen2.5-32b l4")
+        assert "efficiency-below-floor" in row["rules_changed"], row
+        assert "warning efficiency-below-floor" not in row["also_changed"] and "pp" in row["also_changed"], row
+
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""
         _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")

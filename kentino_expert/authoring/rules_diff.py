@@ -144,14 +144,17 @@ def _details(answer) -> dict:
     rec = answer.recommendation
     details = {"gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas, "interconnect": rec.interconnect,
                **rec.parallelism.model_dump(), "summary": rec.summary}
-    details.update((f"warning {w.code}", w.message) for w in answer.warnings)
+    details.update((f"warning {w.code}", (w.message, w.rule)) for w in answer.warnings)
     return details
 
 
 def _also_changed(old: dict, new: dict, rules_changed) -> tuple[str, ...]:
-    """The details that differ; the summary only when the same rules fired (it quotes the deciding rule)."""
-    changed = [key for key in {**old, **new} if old.get(key) != new.get(key)]
-    return tuple(key for key in changed if key != "summary" or not rules_changed)
+    """The details that differ, without what the rules whose firing changed explain: the summary (it quotes the
+    deciding rule) and the warnings those rules give or no longer give."""
+    def explained(key):
+        given_by = {side[key][1] for side in (old, new) if key.startswith("warning ") and key in side}
+        return (key == "summary" and rules_changed) or given_by & set(rules_changed)
+    return tuple(key for key in {**old, **new} if old.get(key) != new.get(key) and not explained(key))
 
 
 def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
