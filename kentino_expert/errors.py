@@ -98,7 +98,12 @@ class CatalogError(InputError):
 
 
 class KnowledgeError(KentinoError):
-    """A knowledge/ file that is missing or malformed."""
+    """A knowledge/ file that is missing or malformed: diagnostic E001 wherever it is shown (`rules check` lists
+    it as a Diagnostic; `test`, `rules diff`, `serve` ... print this text)."""
+
+    def render(self) -> str:
+        text = f"E001: {self.suggested()}"
+        return f"{self.location}: {text}" if self.location else text
 
 
 class RuleFileError(KentinoError):

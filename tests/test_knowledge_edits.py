@@ -181,3 +181,17 @@ def test_replay_of_a_decision_whose_model_left_the_knowledge(tmp_path, expert):
     assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
     assert result.output.startswith("changed (digest drift: ") and f"knowledge: {root})" in result.output
     assert "no longer evaluate: model: unknown model 'qwen2.5-14b'" in result.output
+
+
+def test_commands_that_load_the_knowledge_show_its_code(tmp_path):
+    """`test`, `rules diff` and `rules list` print a knowledge error with its documented code E001, as `rules
+    check` does (they printed the location and message without a code)."""
+    from click.testing import CliRunner
+
+    from kentino_expert.cli.main import main
+    root = edited(tmp_path, "gpus.yaml", "memory_gb: 96", "memory_gb: 0")
+    line = line_of(root, "gpus.yaml", "memory_gb: 0")
+    for command in (["test"], ["rules", "diff", "--base", str(ROOT / "rules")], ["rules", "list"]):
+        result = CliRunner().invoke(main, [*command, "--knowledge", str(root)])
+        assert result.exit_code == 2, result.output
+        assert f"gpus.yaml:{line}:16: E001: gpus[0].memory_gb: Input should be greater than 0" in result.output
