@@ -368,12 +368,20 @@ class TestDiff:
 
     def test_warnings_of_rules_that_changed_firing_are_not_repeated(self, rules_copy):
         """A warning that comes or goes with a rule listed under rules is not listed again under also."""
+        _edit(rules_copy / "parameters.yaml", "weights_fraction_comfortable:\n    value: 0.60",
+              "weights_fraction_comfortable:\n    value: 0.30")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "inference llama-3.1-70b l4 8")
+        assert row["old"] == row["new"] and row["rules_changed"] == ["tight-headroom"], row
+        assert row["also_changed"] == [], row
+
+    def test_a_moved_plan_lists_no_also(self, rules_copy):
+        """When kind/nodes/precision/card moved, the plan's other fields that follow are not listed under also."""
         _edit(rules_copy / "selection.yaml", "cards: [rtx-pro-6000, l40, rtx-5090, l4]",
               "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
         row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "full-finetune qwen2.5-32b l4")
-        assert "efficiency-below-floor" in row["rules_changed"], row
-        assert "warning efficiency-below-floor" not in row["also_changed"] and "pp" in row["also_changed"], row
+        assert row["old"] != row["new"] and row["also_changed"] == [], row
 
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""

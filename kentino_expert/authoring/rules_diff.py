@@ -165,7 +165,9 @@ def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
         old, old_rules, old_details = _answer(old_expert, scenario.facts)
         new, new_rules, new_details = _answer(new_expert, scenario.facts)
         changed = tuple(sorted(set(old_rules) ^ set(new_rules)))
-        also = _also_changed(old_details, new_details, changed)
+        # what else differs is listed when the line's kind/nodes/precision/card look the same (a moved plan
+        # changes its other fields, its summary and the figures its warnings quote anyway)
+        also = _also_changed(old_details, new_details, changed) if old == new else ()
         if old != new or changed or also:
             changes.append(Change(scenario.name, old, new, changed, also))
         if progress:
