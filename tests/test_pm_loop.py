@@ -383,6 +383,23 @@ class TestDiff:
         row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "full-finetune qwen2.5-32b l4")
         assert row["old"] != row["new"] and row["also_changed"] == [], row
 
+    def test_a_knowledge_change_is_diffed_with_base_knowledge(self, tmp_path):
+        """--base-knowledge compares the answers of the old and the edited knowledge under the same rules."""
+        knowledge = tmp_path / "knowledge"
+        shutil.copytree(ROOT / "knowledge", knowledge)
+        _edit(knowledge / "gpus.yaml", "memory_gb: 96", "memory_gb: 192")
+        result = cli("rules", "diff", "--base-knowledge", ROOT / "knowledge", "--knowledge", knowledge,
+                     "--format", "json")
+        assert result.exit_code == 1, result.output
+        row = next(c for c in json.loads(result.output)["changed"]
+                   if c["scenario"] == "pretraining llama-3.1-405b rtx-pro-6000")
+        assert row["old"] == "frontier/13/bf16" and row["new"] == "frontier/6/bf16", row
+
+    def test_diff_needs_a_base(self):
+        """Without --base and --base-knowledge there is nothing to compare with: a one-line error, exit 2."""
+        result = cli("rules", "diff")
+        assert result.exit_code == 2 and "needs --base" in result.output, result.output
+
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""
         _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")

@@ -129,18 +129,27 @@ def _echo_test_report(expert, failed, coverage, show_coverage, below, min_covera
 
 
 @rules_group.command("diff")
-@click.option("--base", required=True, help="The old rules: a directory or a git revision.")
+@click.option("--base", default=None, help="The old rules: a directory or a git revision (default: the --rules "
+              "directory, when --base-knowledge is given).")
+@click.option("--base-knowledge", type=click.Path(), default=None,
+              help="The old knowledge directory (default: the --knowledge directory, on both sides).")
 @rules_option
 @knowledge_option
 @click.argument("scenarios", nargs=-1, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
-    """Show which answers change between the --base rules and the new ones; exit 1 if any."""
+def rules_diff(base, base_knowledge, rules_dir, knowledge_dir, scenarios, fmt):
+    """Show which answers change between the --base rules (and --base-knowledge) and the new ones; exit 1 if
+    any."""
+    if base is None and base_knowledge is None:
+        raise UserError("rules diff needs --base (the old rules), --base-knowledge (the old knowledge) or both")
+    base = str(rules_dir) if base is None else base
     workloads = load_scenarios(scenarios) if scenarios else grid_scenarios()
     # the new side first: an error in the knowledge both sides share is not the base's
     new_expert = make_expert(rules_dir, knowledge_dir)
     with checkout_rules(base, Path(rules_dir)) as base_dir:  # the base rules are read into memory here
-        old_expert = _base_expert(base, base_dir, knowledge_dir)
+        old_expert = _base_expert(base, base_dir, base_knowledge or knowledge_dir)
+    if base_knowledge is not None:
+        base = f"{base} with knowledge {old_expert.knowledge_dir}"
     changes = diff(old_expert, new_expert, workloads, progress(len(workloads) >= 1000 and fmt == "text"))
     old_digest, new_digest = old_expert.ruleset.digest, new_expert.ruleset.digest
     if fmt == "json":
@@ -160,8 +169,8 @@ def rules_diff(base, rules_dir, knowledge_dir, scenarios, fmt):
 
 
 def _base_expert(base: str, base_dir: Path, knowledge_dir):
-    """The Expert of the base rules. Both sides' files are named rules/NAME.yaml (a git base is extracted to a
-    temporary rules/), so each line of an error here says it is the base's."""
+    """The Expert of the base rules and knowledge. Both sides' files are named rules/NAME.yaml (a git base is
+    extracted to a temporary rules/), so each line of an error here says it is the base's."""
     try:
         return make_expert(base_dir, knowledge_dir)
     except KentinoError as exc:
