@@ -70,8 +70,15 @@ class TestRulesCheck:
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2 and "Traceback" not in result.output
         lines = [line for line in result.output.splitlines() if ": E" in line]
-        assert lines == ["rules/parameters.yaml: E032: parameter 'min_multi_nodes' is missing: the sizing uses it "
-                         "(kentino_expert/domain/figures.py, SIZING_PARAMETERS)"], result.output
+        assert lines == ["rules/parameters.yaml:5:3: E032: parameter 'min_multi_nodes' is missing: the sizing uses "
+                         "it (kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS)"], result.output
+
+    def test_missing_sizing_parameters_in_an_empty_list_stand_at_the_file_start(self, rules_copy):
+        """With `parameters: {}` each missing sizing parameter is an E032 at 1:1, never a line-less diagnostic."""
+        (rules_copy / "parameters.yaml").write_text("parameters: {}\n")
+        result = cli("rules", "check", "--rules", rules_copy)
+        lines = [line for line in result.output.splitlines() if ": E032: " in line]
+        assert lines and all(line.startswith("rules/parameters.yaml:1:1: E032: ") for line in lines), result.output
 
     def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
         """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node

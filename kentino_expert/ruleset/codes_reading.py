@@ -176,9 +176,11 @@ POLICY = (
          "parameters:\n  max_nodes_shown:\n    value: eight\n    unit: nodes\n",
          "Write the number: `value: 8`.", file="rules/parameters.yaml", schema=True, root=True),
     Code("E032", "error", "a parameter the sizing reads is missing",
-         "The sizing reads a few parameters itself (`workload_fraction_max`, `training_fraction_max`, "
-         "`min_multi_nodes`: kentino_expert/domain/figures.py, SIZING_PARAMETERS). Deleting one from "
-         "`parameters.yaml` would break every answer.",
+         "The sizing reads a few parameters itself (`weights_fraction_max`, `workload_fraction_max`, "
+         "`training_fraction_max`, `min_multi_nodes`, `max_ib_cluster_nodes`: "
+         "kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS). Deleting one from `parameters.yaml` would "
+         "break every answer. The diagnostic stands at the first parameter of the file, where the list to put "
+         "it back in starts.",
          "parameters:\n  # workload_fraction_max: deleted\n  weights_fraction_max: 0.70\n",
          "Put the parameter back; change its value rather than delete it.", file="rules/parameters.yaml",
          without="workload_fraction_max", root=True),

@@ -62,10 +62,13 @@ def check_sizing_parameters(files, parameters, sink) -> None:
     read = ("E031", "E036")  # a parameter's value refused: the file was read, and the others are still checked
     if where is None or any(d.is_root and d.code not in read and d.location.file == where for d in sink.errors):
         return  # parameters.yaml is missing or could not be read: that is said already
+    # at the first parameter, where the list to add it to starts (the file's start when it lists none)
+    first = min((p.location for p in parameters.values() if p.location.line),
+                key=lambda at: (at.line, at.column), default=Location(where, 1, 1))
     for name in SIZING_PARAMETERS:
         if name not in parameters:
-            sink.error(Location(where), "E032", f"parameter '{name}' is missing: the sizing uses it "
-                       "(kentino_expert/domain/figures.py, SIZING_PARAMETERS)")
+            sink.error(first, "E032", f"parameter '{name}' is missing: the sizing uses it "
+                       "(kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS)")
 
 
 def check_conclusion_names(rules, parameters, sink, engine_names=()) -> None:
