@@ -80,6 +80,16 @@ class TestRulesCheck:
         lines = [line for line in result.output.splitlines() if ": E032: " in line]
         assert lines and all(line.startswith("rules/parameters.yaml:1:1: E032: ") for line in lines), result.output
 
+    @pytest.mark.parametrize("name", ["extra.yml", "EXTRA.YAML", "more/extra.yaml"])
+    def test_a_rule_file_that_is_not_read_is_a_warning(self, rules_copy, name):
+        """A rule file saved as .yml, .YAML or in a subdirectory is not read, and `rules check` says so (W308)."""
+        target = rules_copy / name
+        target.parent.mkdir(exist_ok=True)
+        target.write_text("rules:\n  - id: x\n    heuristics: [H-NOPE]\n    when: nope\n    because: b.\n")
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert f"rules/{name}:1:1: W308: '{Path(name).name if '/' not in name else name}' is not read" \
+            in result.output, result.output
+
     def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
         """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node
         figures."""

@@ -172,6 +172,14 @@ WARNINGS = (
          "rules were written.",
          "# the L4 rules go here\n",
          "Write the file's rules (`rules:` and a list), or delete the file."),
+    Code("W308", "warning", "a file or subdirectory of the rule directory looks like rules but is not read",
+         "Only the files named `*.yaml` directly in the rule directory are read. A rule file saved as "
+         "`.yml` (or `.YAML`), or put in a subdirectory, is left out without a word otherwise: its rules "
+         "never fire and `rules check` checks none of them.",
+         "rules:\n  - id: l4-note\n    heuristics: [H-FIT-CAPACITY]\n    when: gpu == 'l4'\n    then:\n"
+         "      warn: {code: l4-note, message: An L4 node.}\n    because: The card is an L4.\n",
+         "Rename the file to end in `.yaml`, or move it up into the rule directory; delete it if it is not "
+         "meant to be read.", file="rules/example.yml"),
 )
 
 CHECKING_CODES = EXPRESSIONS + ENGINE + WARNINGS

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -131,7 +132,28 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     for special in SPECIAL_FILES:
         if not (root / special).is_file():
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
+    _warn_unread(root, sink)
     return files, rules, parameters, policies, selection
+
+
+def _warn_unread(root: Path, sink: DiagnosticSink) -> None:
+    """W308 for what looks like rules but is not read: a `.yml` (or `.YAML`, ...) file, or a subdirectory
+    holding YAML files; only `*.yaml` directly in the directory is."""
+    for path in sorted(root.iterdir()):
+        if path.is_file() and path.suffix.lower() in (".yaml", ".yml") and path.suffix != ".yaml":
+            sink.warning(Location(_display(path, root), 1, 1), "W308", f"'{path.name}' is not read: only files "
+                         f"named *.yaml are (rename it to '{path.stem}.yaml' if it holds rules)")
+        elif path.is_dir() and not path.name.startswith(".") and (inner := _first_yaml(path)) is not None:
+            shown = inner.relative_to(root)
+            sink.warning(Location(_display(inner, root), 1, 1), "W308", f"'{shown}' is not read: only the *.yaml "
+                         "files directly in the rule directory are, not those of a subdirectory (move it up)")
+
+
+def _first_yaml(directory: Path, limit: int = 10_000) -> Path | None:
+    """The first .yaml or .yml file in `directory` at any depth, among its first `limit` entries."""
+    found = [path for path in itertools.islice(directory.rglob("*"), limit)
+             if path.suffix.lower() in (".yaml", ".yml") and path.is_file()]
+    return min(found, default=None)
 
 
 def _writes(rule: Rule) -> tuple[str, ...]:
