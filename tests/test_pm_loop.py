@@ -381,7 +381,15 @@ class TestDiff:
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS / "reference.yaml")
         assert result.exit_code == 1, result.output
         assert "(rules: -; also: interconnect)" in result.output
-        assert "only in the rest of the plan, the summary or the warnings)" in result.output
+        assert "only in the rest of the answer)" in result.output
+
+    def test_a_default_assumption_change_is_reported(self, rules_copy):
+        """Rewording why a default is assumed changes the answers that assume it, and the diff lists them."""
+        _edit(rules_copy / "facts.yaml", "why: The lower end of the document", "why: The LOWER end of the document")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS, "--format", "json")
+        assert result.exit_code == 1, result.output
+        changed = json.loads(result.output)["changed"]
+        assert changed and all(row["also_changed"] == ["assumption concurrency"] for row in changed), changed
 
     def test_warnings_of_rules_that_changed_firing_are_not_repeated(self, rules_copy):
         """A warning that comes or goes with a rule listed under rules is not listed again under also."""

@@ -139,11 +139,13 @@ def _answer(expert, facts):
 
 
 def _details(answer) -> dict:
-    """What an answer says beyond kind/nodes/precision/card: the plan's other fields, the summary and each
-    warning's message, by the name a changed one is listed under."""
+    """What an answer says beyond kind/nodes/precision/card: its status, the plan's other fields, the summary,
+    each default assumed (value and why) and each warning's message, by the name a changed one is listed
+    under."""
     rec = answer.recommendation
-    details = {"gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas, "interconnect": rec.interconnect,
-               **rec.parallelism.model_dump(), "summary": rec.summary}
+    details = {"status": answer.status, "gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas,
+               "interconnect": rec.interconnect, **rec.parallelism.model_dump(), "summary": rec.summary}
+    details.update((f"assumption {a.fact}", (a.value, a.why)) for a in answer.assumptions)
     details.update((f"warning {w.code}", (w.message, w.rule)) for w in answer.warnings)
     return details
 
@@ -187,10 +189,11 @@ def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
 
 def diff_summary(changes, total: int) -> str:
     """`N of M answers changed (...)`: in kind/nodes/precision/card, else in the rules that decided, else
-    (named only when there are some) in the rest of the plan, the summary or the warnings alone."""
+    (named only when there are some) in the rest of the answer alone (_details: status, plan fields, summary,
+    assumptions, warnings)."""
     moved = sum(1 for c in changes if c.old != c.new)
     ruled = sum(1 for c in changes if c.old == c.new and c.rules_changed)
     rest = len(changes) - moved - ruled
     text = (f"{len(changes)} of {total} answers changed ({moved} in kind/nodes/precision/card, "
             f"{ruled} in the rules that decided")
-    return text + (f", {rest} only in the rest of the plan, the summary or the warnings)" if rest else ")")
+    return text + (f", {rest} only in the rest of the answer)" if rest else ")")
