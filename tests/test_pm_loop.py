@@ -291,6 +291,9 @@ class TestScenarioRunner:
          "3:12: expect.nodes_min: 3 is above nodes_max 2: no answer can pass"),
         ("  expect: {figures: {node_vram_gb: {min: 5, max: 1}}}\n",
          "3:12: expect.figures: figure 'node_vram_gb': min 5 is above max 1: no answer can pass"),
+        ("  expect: {figures: {replicas_needed_fp9: 3}}\n",
+         "3:12: expect.figures: 'replicas_needed_fp9' is not a figure an answer gives (did you mean "
+         "'replicas_needed_fp8'?)"),
         ("", "s.yaml:1:3: each scenario needs 'name', 'facts' and 'expect': 'expect' is missing"),
         ("  expect:\n", "s.yaml:3:3: each scenario needs 'name', 'facts' and 'expect': 'expect' has no value"),
     ])

@@ -5,6 +5,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..domain.deadlines import TIME_FIGURE_SPECS
+from ..domain.figures import FIGURE_SPECS, PLAN_FIGURE_SPECS
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.vocabulary import KINDS, PRECISIONS, STATUSES
 from ..errors import InputError, KentinoError, Location, did_you_mean
@@ -79,6 +81,7 @@ _CHOICES = {"kind": KINDS, "precision": PRECISIONS, "status": STATUSES}
 _LIST_KEYS = ("heuristics", "warnings", "rules", "not_rules", "not_warnings")
 _TEXT_KEYS = tuple(_CHOICES)
 _COUNT_KEYS = ("nodes", "nodes_min", "nodes_max")
+FIGURE_NAMES = (*FIGURE_SPECS, *PLAN_FIGURE_SPECS, *TIME_FIGURE_SPECS)  # every figure an answer can give
 
 
 def _scenario(item, container, index, filename) -> Scenario:
@@ -138,6 +141,9 @@ def _expectation_problem(key: str, value) -> tuple:
     if problem is None and key in _CHOICES and value not in _CHOICES[key]:
         # `kind: singel-node` would otherwise be an ordinary FAIL that reads like a rule defect
         return f"'{value}' is not one of {', '.join(_CHOICES[key])}", did_you_mean(value, _CHOICES[key])
+    unknown = [name for name in value if name not in FIGURE_NAMES] if problem is None and key == "figures" else []
+    if unknown:  # a misspelt figure would FAIL as "got absent", as if the answer lacked it
+        return f"'{unknown[0]}' is not a figure an answer gives", did_you_mean(str(unknown[0]), FIGURE_NAMES)
     return problem, None
 
 
