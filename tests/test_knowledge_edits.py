@@ -195,3 +195,14 @@ def test_commands_that_load_the_knowledge_show_its_code(tmp_path):
         result = CliRunner().invoke(main, [*command, "--knowledge", str(root)])
         assert result.exit_code == 2, result.output
         assert f"gpus.yaml:{line}:16: E001: gpus[0].memory_gb: Input should be greater than 0" in result.output
+
+
+def test_a_heuristic_no_rule_encodes_is_warned_at_its_entry(tmp_path):
+    """W304 stands at the new heuristic's own line in the knowledge directory checked, not at 1:1 of the
+    repository's knowledge/heuristics.yaml."""
+    root = edited(tmp_path, "heuristics.yaml", "heuristics:\n",
+                  "heuristics:\n- id: H-NEW-ADVICE\n  section: Capacity and fit\n  text: Advice no rule encodes yet.\n")
+    root = root.rename(tmp_path / "k-copy")
+    found = [d for d in check_directory(ROOT / "rules", root).diagnostics if d.code == "W304"]
+    line = line_of(root, "heuristics.yaml", "H-NEW-ADVICE")
+    assert [str(d.location) for d in found] == [f"k-copy/heuristics.yaml:{line}:3"]

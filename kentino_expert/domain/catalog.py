@@ -183,6 +183,7 @@ class Knowledge(BaseModel):
     sizing: dict = Field(default_factory=dict)
     latency: dict = Field(default_factory=dict)  # knowledge/latency.yaml: per-user decode targets by latency class
     heuristics: dict[str, dict] = Field(default_factory=dict)  # id -> {section, text}
+    heuristic_locations: dict[str, Location] = Field(default_factory=dict)  # id -> its entry in heuristics.yaml
     files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
     directory: str = ""  # where the files were read (answers name it)
     probes: dict[str, tuple] = Field(default_factory=dict)  # probes.yaml: fact -> the values a what-if tries
@@ -311,12 +312,15 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     check_sizing(sizing, str(root / "sizing.yaml"))
     latency = _digested(root, "latency.yaml", files)
     _check_latency(latency, root / "latency.yaml")
-    heuristics = read_heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml")
+    where: dict = {}
+    heuristics = read_heuristics(_digested(root, "heuristics.yaml", files), root / "heuristics.yaml", where)
+    where = {hid: Location(f"{root.name}/heuristics.yaml", at.line, at.column)  # shown as rules/ files are (W304)
+             for hid, at in where.items()}
     _check_cards(tables["gpus"], tables["links"], raw["gpus"]["gpus"], str(root / "gpus.yaml"))
     check_sizing_names(sizing, str(root / "sizing.yaml"), lambda table, name: _lookup(tables[table], name, table[:-1]))
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
                           sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
-                          directory=str(root))
+                          directory=str(root), heuristic_locations=where)
     return _with_probes(knowledge, root / PROBES_FILE)
 
 

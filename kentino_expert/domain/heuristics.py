@@ -22,8 +22,9 @@ def _check_heuristic_keys(item: dict, path: str) -> None:
                              location=location_of(item, "section", path))
 
 
-def read_heuristics(data, path: Path) -> dict[str, dict]:
-    """id -> {section, text} of heuristics.yaml's parsed `data`; a KnowledgeError at the line of what is wrong."""
+def read_heuristics(data, path: Path, locations: dict | None = None) -> dict[str, dict]:
+    """id -> {section, text} of heuristics.yaml's parsed `data`; a KnowledgeError at the line of what is wrong.
+    `locations`, when given, receives id -> the Location of its entry."""
     entries = data.get("heuristics") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise KnowledgeError("expected a top-level 'heuristics:' list", location=Location(str(path), 1, 1))
@@ -37,4 +38,6 @@ def read_heuristics(data, path: Path) -> dict[str, dict]:
             raise KnowledgeError(f"duplicate heuristic id '{item['id']}'", location=where)
         _check_heuristic_keys(item, str(path))
         out[item["id"]] = {"section": str(item.get("section") or ""), "text": item["text"]}
+        if locations is not None:
+            locations[item["id"]] = where
     return out

@@ -185,7 +185,8 @@ def analyse(rules, parameters, knowledge, namespace, sink) -> None:
     encoded = {hid for rule in rules for hid in rule.heuristics}
     for hid in knowledge.heuristics:
         if hid not in encoded:
-            sink.warning(HEURISTICS_LOCATION, "W304", f"heuristic '{hid}' is not encoded by any rule")
+            sink.warning(knowledge.heuristic_locations.get(hid, HEURISTICS_LOCATION), "W304",
+                         f"heuristic '{hid}' is not encoded by any rule")
     _dead_rules(rules, params, sink)
     for low, high in shadowing(rules, params):
         sink.warning(low.location, "W302", f"never fires: '{high.id}' (priority {high.priority:g}) "
