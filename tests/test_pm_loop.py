@@ -90,6 +90,17 @@ class TestRulesCheck:
         assert f"rules/{name}:1:1: W308: '{Path(name).name if '/' not in name else name}' is not read" \
             in result.output, result.output
 
+    def test_hidden_files_are_not_rules(self, rules_copy):
+        """An editor's lock file (Emacs' dangling `.#advice.yaml` link) or any hidden .yaml is not read, as
+        `rules publish` does not store it: checking and publishing see the same rule set."""
+        from kentino_expert.decisions.published import read_files
+        (rules_copy / ".#advice.yaml").symlink_to("you@host.1234:1700000000")
+        (rules_copy / ".extra.yaml").write_text("rules:\n  - id: x\n    heuristics: [H-NOPE]\n    when: nope\n"
+                                                "    because: b.\n")
+        result = cli("rules", "check", "--rules", rules_copy)
+        assert result.exit_code == 0 and "0 error(s), 0 warning(s)" in result.output, result.output
+        assert not any(name.startswith("rules/.") for name in read_files(rules_copy, ROOT / "knowledge"))
+
     def test_a_rule_set_without_the_optional_full_node_parameter_still_loads(self, rules_copy):
         """An older rule set without full_node_gpus (and its rule) loads and answers; it just lacks the full-node
         figures."""

@@ -107,13 +107,15 @@ def _display(path: Path, root: Path) -> str:
 
 def read_directory(directory: str | Path, sink: DiagnosticSink):
     """Read parameters.yaml, facts.yaml, the optional selection.yaml (kept as read: its names are checked
-    once the namespace is known) and every other *.yaml file of a rule directory."""
+    once the namespace is known) and every other *.yaml file of a rule directory (not a hidden one)."""
     root = Path(directory)
     files, rules, parameters, policies, selection = {}, [], {}, {}, None
     if not root.is_dir():
         sink.error(Location(str(root)), "E001", "rule directory not found")
         return files, rules, parameters, policies, selection
     for path in sorted(root.glob("*.yaml")):
+        if path.name.startswith("."):  # an editor's lock or swap file, not rules: `rules publish` leaves it out too
+            continue
         display, errors = _display(path, root), len(sink.errors)
         data, text = read_rule_file(path, sink, display)
         files[display] = hashlib.sha256(text.encode()).hexdigest()
