@@ -141,11 +141,11 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
 def _warn_unread(root: Path, sink: DiagnosticSink) -> None:
     """W308 for what looks like rules but is not read: a `.yml` (or `.YAML`, ...) file, or a subdirectory
     holding YAML files; only `*.yaml` directly in the directory is."""
-    for path in sorted(root.iterdir()):
+    for path in sorted(p for p in root.iterdir() if not p.name.startswith(".")):  # hidden: an editor's, not rules
         if path.is_file() and path.suffix.lower() in (".yaml", ".yml") and path.suffix != ".yaml":
             sink.warning(Location(_display(path, root), 1, 1), "W308", f"'{path.name}' is not read: only files "
                          f"named *.yaml are (rename it to '{path.stem}.yaml' if it holds rules)")
-        elif path.is_dir() and not path.name.startswith(".") and (inner := _first_yaml(path)) is not None:
+        elif path.is_dir() and (inner := _first_yaml(path)) is not None:
             shown = inner.relative_to(root)
             sink.warning(Location(_display(inner, root), 1, 1), "W308", f"'{shown}' is not read: only the *.yaml "
                          "files directly in the rule directory are, not those of a subdirectory (move it up)")
