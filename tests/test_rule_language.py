@@ -296,6 +296,15 @@ class TestNamesAndTypes:
         found = _only(check(_rule(when)), "E103", "of the knowledge catalog")
         assert suggestion is None or f"did you mean '{suggestion}'" in found
 
+    @pytest.mark.parametrize("then,when,says", [
+        ("conclude: {my_flag: 'yes'}", "my_flag", "(its rules conclude it as text ('yes'))"),
+        ("conclude: {my_flag: true}", "node_vram_gb", "(the figure is a number)")])
+    def test_a_name_used_as_a_condition_says_what_it_is(self, check, then, when, says):
+        """A non-true/false name used as a condition says what it is, so a conclusion written as 'yes' can be
+        found from the rules that read it."""
+        found = check(_rule(f'"{when}"', then))
+        assert any(f"'{when}' is not true/false {says}; compare it with a value" in d for d in found), found
+
     def test_catalog_ids_pass(self, check):
         assert check(_rule("\"gpu in ['l4', 'h100-sxm'] and model == 'llama-3.1-8b'\"")) == []
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import did_you_mean
 from . import nodes
-from .valuetypes import BOOL, MIXED, NUMBER, TEXT, is_enum, literal_type
+from .valuetypes import BOOL, MIXED, NUMBER, TEXT, described, is_enum, literal_type
 from .valuetypes import base_type as _base
 
 _ORDERING = ("<", "<=", ">", ">=")
@@ -93,8 +93,11 @@ class _Checker:
                     self.condition(item)
             case nodes.Name(id=name):
                 kind = self.name_type(node)
-                if kind is not None and kind != BOOL:
-                    self.error(node, "E103", f"'{name}' is not true/false; compare it with a value")
+                if kind is not None and kind != BOOL:  # a conclusion: say what its rules make it
+                    origin = getattr(self.namespace, "origins", {}).get(name, "name")
+                    whose = "its rules conclude it as" if origin == "conclusion" else f"the {origin} is"
+                    self.error(node, "E103", f"'{name}' is not true/false ({whose} {described(kind)}); compare it "
+                               "with a value")
             case nodes.Literal(value=value):
                 if not isinstance(value, bool):
                     self.error(node, "E103", "a condition must be true or false")

@@ -25,6 +25,13 @@ def base_type(kind):
     return TEXT if is_enum(kind) else kind
 
 
+def described(kind) -> str:
+    """A type in words: `a number`, `text ('yes')`, `true/false`, `of mixed types`."""
+    if is_enum(kind):
+        return f"text ({', '.join(repr(v) for v in kind[1][:5])}{', ...' if len(kind[1]) > 5 else ''})"
+    return {NUMBER: "a number", BOOL: "true/false", TEXT: "text"}.get(kind, "of mixed types")
+
+
 def literal_type(value):
     """The type of a literal value."""
     if isinstance(value, bool):
