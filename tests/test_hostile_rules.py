@@ -149,6 +149,16 @@ def test_a_huge_sizing_parameter_is_refused_at_load_in_one_line(tmp_path, name, 
     assert len(lines) == 1 and bad.where in lines[0] and "E036" in lines[0] and name in lines[0], done.stderr
 
 
+@pytest.mark.parametrize("value,meant", [("100,000", "100000"), ("100_000", "100000"), ("70%", "0.7"),
+                                         ("2.5 %", "0.025")])
+def test_a_parameter_written_with_separators_gets_the_number_as_suggestion(tmp_path, value, meant):
+    """`value: 100,000` is text in YAML 1.2: the E031 at it offers the number it was meant to be."""
+    bad = hostile.bad_parameter(tmp_path, "hyperscale_qps", f"'{value}'")
+    errors = [str(d) for d in check_directory(bad.directory).errors]
+    assert errors == [f"{bad.where}: E031: parameter 'hyperscale_qps' needs a finite numeric 'value' (did you "
+                      f"mean '{meant}'?)"], errors
+
+
 @pytest.mark.parametrize("name", ["max_ib_cluster_nodes", "hyperscale_qps"])
 @pytest.mark.parametrize("value", [".nan", ".inf", "1" + "0" * 400], ids=["nan", "inf", "401-digits"])
 def test_a_parameter_that_is_no_finite_number_is_one_error_at_its_value(tmp_path, name, value):

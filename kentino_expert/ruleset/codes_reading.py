@@ -172,7 +172,9 @@ POLICY = (
          "`value:` with its unit, heuristics and description. Text, true/false or nothing is not a number "
          "(YAML 1.2 reads `1e5` and `.5` as numbers, `1_000` and `yes` as text); `.nan`, `.inf` and an "
          "integer beyond a double (over 309 digits) are no finite one. The checks of the rules fold the "
-         "parameters' values in, and the sizing computes with them.",
+         "parameters' values in, and the sizing computes with them. A text that holds a number written "
+         "with separators or as a percentage (`100,000`, `100_000`, `70%`) gets that number as the "
+         "suggestion (`100000`, `0.7`).",
          "parameters:\n  max_nodes_shown:\n    value: eight\n    unit: nodes\n",
          "Write the number: `value: 8`.", file="rules/parameters.yaml", schema=True, root=True),
     Code("E032", "error", "a parameter the sizing reads is missing",

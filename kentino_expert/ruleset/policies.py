@@ -58,6 +58,20 @@ class FactPolicy:
     answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
 
 
+def _number_in(value) -> str | None:
+    """The number a text value was meant to be (`100,000`, `100_000` or `70%` is text in YAML 1.2), else None."""
+    if not isinstance(value, str):
+        return None
+    text, scale = value.strip().replace(",", "").replace("_", ""), 1
+    if text.endswith("%"):
+        text, scale = text[:-1].strip(), 100
+    try:
+        number = float(text) / scale
+    except ValueError:
+        return None
+    return (str(int(number)) if number.is_integer() else repr(number)) if finite_number(number) else None
+
+
 def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Parameter]:
     out: dict[str, Parameter] = {}
     section = top_level(data, "parameters", dict, display, sink)
@@ -73,7 +87,7 @@ def read_parameters(data, display: str, sink: DiagnosticSink) -> dict[str, Param
         value = body.get("value")
         if not finite_number(value):  # .nan, .inf and an integer beyond a double are no value either
             sink.error(location_of(body, "value", display), "E031",
-                       f"parameter '{name}' needs a finite numeric 'value'")
+                       f"parameter '{name}' needs a finite numeric 'value'", suggestion=_number_in(value))
             value = 0  # a root cause (E031): the checks that would read this value do not run
         elif name in SIZING_PARAMETER_RANGES and not SIZING_PARAMETER_RANGES[name].holds(value):
             sink.error(location_of(body, "value", display), "E036",
