@@ -439,6 +439,15 @@ class TestDiff:
         result = cli("rules", "diff")
         assert result.exit_code == 2 and "needs --base" in result.output, result.output
 
+    def test_grid_sees_a_card_preference_for_buyers_who_name_no_card(self, rules_copy):
+        """Reversing selection.yaml's card preference moves the grid's answer for a buyer who names no card
+        (before, every grid workload named a card, so the diff hid the change's main effect)."""
+        _edit(rules_copy / "selection.yaml", "cards: [rtx-pro-6000, l40, rtx-5090, l4]",
+              "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "lora llama-3.1-8b any-card")
+        assert row["old"].endswith(" on rtx-pro-6000") and row["new"].endswith(" on l4"), row
+
     def test_markdown_for_review(self, rules_copy):
         """--format markdown gives a table a review comment can hold."""
         _edit(rules_copy / "parameters.yaml", "    value: 405\n", "    value: 60\n")

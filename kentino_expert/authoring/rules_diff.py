@@ -54,19 +54,19 @@ def _show(answer, card: bool = False) -> str:
 
 
 def grid_scenarios() -> list[Scenario]:
-    """Tasks x model sizes x cards x concurrency (and multi-tenant demand for inference): the default
-    workload set of `rules diff`."""
+    """Tasks x model sizes x cards, and no card named (the build search's pick) x concurrency (and multi-tenant
+    demand for inference): the default workload set of `rules diff`."""
     out = []
     for task in TASKS:
         for model in GRID_MODELS:
-            for card in GRID_CARDS:
+            for card in (*GRID_CARDS, None):  # None: no card named, the build search picks one (selection.yaml)
                 levels = GRID_CONCURRENCY if task in INFERENCE_TASKS else (None,)
                 variants = [{"concurrency": c} if c else {} for c in levels]
                 if task == "inference":
                     variants += [{"concurrency": 64, **demand} for demand in GRID_DEMAND]
                 for extra in variants:
-                    facts = {"task": task, "model": model, "gpu": card, **extra}
-                    name = " ".join(str(v) for v in facts.values())
+                    facts = {"task": task, "model": model, **({"gpu": card} if card else {}), **extra}
+                    name = " ".join(str(v) for v in (task, model, card or "any-card", *extra.values()))
                     out.append(Scenario(name, facts, {}, Location("<grid>")))
     return out
 
