@@ -23,6 +23,7 @@ from kentino_expert.yamlsrc import load_yaml, to_plain
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "rules"
 SCENARIOS = ROOT / "tests" / "scenarios"
+CARDS_REVERSED = ("cards: [rtx-pro-6000, l40, rtx-5090, l4]", "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
 
 
 @pytest.fixture
@@ -34,6 +35,15 @@ def rules_copy(tmp_path) -> Path:
 
 def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _changed_rows(rules_copy: Path, file: str, old: str, new: str, *scenarios) -> list[dict]:
+    """The JSON rows of `rules diff` from the bundled rules to `rules_copy` with `old` of `file` made `new`
+    (the diff exits 1: something changed)."""
+    _edit(rules_copy / file, old, new)
+    result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, *scenarios, "--format", "json")
+    assert result.exit_code == 1, result.output
+    return json.loads(result.output)["changed"]
 
 
 def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
@@ -381,11 +391,8 @@ class TestDiff:
 
     def test_a_warning_message_change_is_reported(self, rules_copy):
         """A parameter only a warning's message quotes changes that warning in the answers, and the diff says so."""
-        _edit(rules_copy / "parameters.yaml", "ops_engineering_multiplier_high:\n    value: 5",
-              "ops_engineering_multiplier_high:\n    value: 9")
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
-        assert result.exit_code == 1, result.output
-        changed = json.loads(result.output)["changed"]
+        changed = _changed_rows(rules_copy, "parameters.yaml", "ops_engineering_multiplier_high:\n    value: 5",
+                                "ops_engineering_multiplier_high:\n    value: 9")
         assert changed and all(row["also_changed"] == ["warning operations-tax"] for row in changed)
         assert all(row["old"] == row["new"] and not row["rules_changed"] for row in changed)
 
@@ -399,27 +406,30 @@ class TestDiff:
 
     def test_a_default_assumption_change_is_reported(self, rules_copy):
         """Rewording why a default is assumed changes the answers that assume it, and the diff lists them."""
-        _edit(rules_copy / "facts.yaml", "why: The lower end of the document", "why: The LOWER end of the document")
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS, "--format", "json")
-        assert result.exit_code == 1, result.output
-        changed = json.loads(result.output)["changed"]
+        changed = _changed_rows(rules_copy, "facts.yaml", "why: The lower end of the document",
+                                "why: The LOWER end of the document", SCENARIOS)
         assert changed and all(row["also_changed"] == ["assumption concurrency"] for row in changed), changed
+
+    def test_an_alternatives_figure_change_is_reported(self, rules_copy):
+        """Dropping a figure from selection.yaml's `shown` changes the alternatives every answer lists."""
+        rows = _changed_rows(rules_copy, "selection.yaml",
+                             'shown: [time_to_result_days, "workload_fraction_{precision}", ',
+                             "shown: [time_to_result_days, ")
+        row = next(c for c in rows if c["scenario"] == "inference llama-3.1-8b any-card 8")
+        assert "alternative l40 x8" in row["also_changed"], row
 
     def test_warnings_of_rules_that_changed_firing_are_not_repeated(self, rules_copy):
         """A warning that comes or goes with a rule listed under rules is not listed again under also."""
-        _edit(rules_copy / "parameters.yaml", "weights_fraction_comfortable:\n    value: 0.60",
-              "weights_fraction_comfortable:\n    value: 0.30")
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
-        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "inference llama-3.1-70b l4 8")
+        rows = _changed_rows(rules_copy, "parameters.yaml", "weights_fraction_comfortable:\n    value: 0.60",
+                             "weights_fraction_comfortable:\n    value: 0.30")
+        row = next(c for c in rows if c["scenario"] == "inference llama-3.1-70b l4 8")
         assert row["old"] == row["new"] and row["rules_changed"] == ["tight-headroom"], row
         assert row["also_changed"] == [], row
 
     def test_a_moved_plan_lists_no_also(self, rules_copy):
         """When kind/nodes/precision/card moved, the plan's other fields that follow are not listed under also."""
-        _edit(rules_copy / "selection.yaml", "cards: [rtx-pro-6000, l40, rtx-5090, l4]",
-              "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
-        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "full-finetune qwen2.5-32b l4")
+        rows = _changed_rows(rules_copy, "selection.yaml", *CARDS_REVERSED)
+        row = next(c for c in rows if c["scenario"] == "full-finetune qwen2.5-32b l4")
         assert row["old"] != row["new"] and row["also_changed"] == [], row
 
     def test_a_knowledge_change_is_diffed_with_base_knowledge(self, tmp_path):
@@ -442,10 +452,8 @@ class TestDiff:
     def test_grid_sees_a_card_preference_for_buyers_who_name_no_card(self, rules_copy):
         """Reversing selection.yaml's card preference moves the grid's answer for a buyer who names no card
         (before, every grid workload named a card, so the diff hid the change's main effect)."""
-        _edit(rules_copy / "selection.yaml", "cards: [rtx-pro-6000, l40, rtx-5090, l4]",
-              "cards: [l4, rtx-5090, l40, rtx-pro-6000]")
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
-        row = next(c for c in json.loads(result.output)["changed"] if c["scenario"] == "lora llama-3.1-8b any-card")
+        rows = _changed_rows(rules_copy, "selection.yaml", *CARDS_REVERSED)
+        row = next(c for c in rows if c["scenario"] == "lora llama-3.1-8b any-card")
         assert row["old"].endswith(" on rtx-pro-6000") and row["new"].endswith(" on l4"), row
 
     def test_markdown_for_review(self, rules_copy):

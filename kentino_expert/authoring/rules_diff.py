@@ -140,12 +140,15 @@ def _answer(expert, facts):
 
 def _details(answer) -> dict:
     """What an answer says beyond kind/nodes/precision/card: its status, the plan's other fields, the summary,
-    each default assumed (value and why) and each warning's message, by the name a changed one is listed
-    under."""
+    each default assumed (value and why), each alternative build and each warning's message, by the name a
+    changed one is listed under."""
     rec = answer.recommendation
     details = {"status": answer.status, "gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas,
                "interconnect": rec.interconnect, **rec.parallelism.model_dump(), "summary": rec.summary}
     details.update((f"assumption {a.fact}", (a.value, a.why)) for a in answer.assumptions)
+    # each alternative build as listed (not its `why`: the rules' own sentences, compared through the rules)
+    details.update((f"alternative {a.gpu} x{a.gpus_per_node}", a.model_dump(exclude={"why"}))
+                   for a in answer.alternatives)
     details.update((f"warning {w.code}", (w.message, w.rule)) for w in answer.warnings)
     return details
 
