@@ -195,6 +195,20 @@ def test_cli_decisions_list_show_replay(tmp_path, expert):
     assert changed.exit_code == 1 and changed.output.startswith("changed") and "digest drift" in changed.output
 
 
+def test_an_id_written_with_dashes_or_capitals_finds_its_decision(tmp_path, expert):
+    """The same UUID with dashes, capitals, braces or a urn: prefix (as a ticket or a spreadsheet quotes it) finds
+    the decision stored under its 32 hex digits, in the log and in `decisions show`; a near miss finds nothing."""
+    db = str(tmp_path / "ids.db")
+    with open_log(db) as log:
+        decision_id = log.record(CHAT, expert.recommend(CHAT), "cli")
+        dashed = str(uuid.UUID(decision_id))
+        for written in (dashed, dashed.upper(), "{" + dashed + "}", "urn:uuid:" + dashed, decision_id.upper()):
+            assert log.get(written)["decision_id"] == decision_id, written
+        assert log.get(dashed[:-1] + ("0" if dashed[-1] != "0" else "1")) is None
+    shown = CliRunner().invoke(_cli(), ["decisions", "show", dashed.upper(), "--db", db])
+    assert shown.exit_code == 0 and f'"decision_id": "{decision_id}"' in shown.output
+
+
 def test_cli_user_mistakes_exit_2(tmp_path):
     """A missing log, an unknown id and a bad --since exit 2 with one line and no traceback."""
     runner = CliRunner()

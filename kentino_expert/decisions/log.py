@@ -66,6 +66,16 @@ def _text_or_none(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
+
+def stored_id(decision_id) -> str:
+    """The id as the log stores it (uuid4().hex): a UUID in any of its written forms becomes its 32 lower-case hex
+    digits; anything else is looked up as given (and is not found)."""
+    text = str(decision_id)
+    try:
+        return uuid.UUID(text).hex
+    except ValueError:
+        return text
+
 class DecisionLog:
     """Base of the SQLite and PostgreSQL logs; open one with connect.open_log().
 
@@ -146,9 +156,11 @@ class DecisionLog:
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, decision_id: str) -> dict | None:
-        """The whole decision with this id (facts and answer included), or None."""
+        """The whole decision with this id (facts and answer included), or None. An id is the UUID's 32 hex
+        digits; the same UUID written with dashes, braces or capitals (as a spreadsheet or a ticket quotes it)
+        finds the same decision."""
         rows = self._read(f"SELECT {', '.join(ROW_COLUMNS)} FROM decisions WHERE decision_id = {self._P}",
-                          [str(decision_id)])
+                          [stored_id(decision_id)])
         return self._decoded(ROW_COLUMNS, rows[0]) if rows else None
 
     def page(self, since: str | None = None, kind: str | None = None, limit: int = 100, cursor: str | None = None,
