@@ -191,7 +191,14 @@ def test_reload_under_load_drops_nothing_and_mixes_no_versions(tmp_path):
         params.write_text(edited)
         reload = httpx.post(f"{base}/v1/admin/reload", timeout=30, headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
         assert reload.status_code == 200, reload.text
-        time.sleep(1.5)  # the other worker picks the reload up on its next request
+        # the other worker picks the reload up on its next request, and builds the new rules in a thread of its
+        # own (a sandboxed trial load first): on a busy machine that takes seconds, so the load goes on until an
+        # answer comes from the new rules, or for MAX_LOAD_SECONDS at most (then the assertion below fails)
+        new_digest = reload.json()["digest"]
+        deadline = time.monotonic() + MAX_LOAD_SECONDS
+        while time.monotonic() < deadline and not any(a["ruleset"]["digest"] == new_digest for a in answers[-50:]):
+            time.sleep(0.1)
+        time.sleep(0.5)
         stop.set()
         for thread in threads:
             thread.join(timeout=MAX_LOAD_SECONDS)
