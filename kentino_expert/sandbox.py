@@ -33,6 +33,7 @@ from .errors import KentinoError, Location, RuleFileError
 from .paths import bundled
 from .rulecheck import CheckReport, check_directory
 from .ruleset.diagnostics import Diagnostic, ordered
+from .sourcefiles import SourceFileError, read_source, yaml_files
 
 _PREFIX = "kentino-sandbox "
 # what the allocation that failed may have asked for on top: a pymalloc arena (1 MiB), a malloc heap step
@@ -175,16 +176,21 @@ _PASSED_LOCK = threading.Lock()
 
 
 def content_digest(rules_dir, knowledge_dir=None) -> str:
-    """sha256 of the names and bytes of every file of the two directories (what a trial depends on)."""
+    """sha256 of the names and bytes of every file the trial reads (rules/*.yaml, knowledge/*.yaml), each read as the
+    loaders read it (sourcefiles.py). A FIFO, a device or a link leading out is a RuleFileError here, before any
+    trial: it is what the loaders would refuse, and a digest that skipped it would pass it as the vetted set."""
     sha = hashlib.sha256()
     for root in (Path(rules_dir or bundled("rules")), Path(knowledge_dir or bundled("knowledge"))):
         sha.update(f"{root.resolve()}\n".encode())
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
-        for path in files:
+        for path in yaml_files(root):
             try:
-                sha.update(f"{path.relative_to(root)}:{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
-            except OSError as exc:
-                sha.update(f"{path}: unreadable {exc.errno}\n".encode())
+                data = read_source(path, root)
+            except SourceFileError as exc:
+                raise RuleFileError([Diagnostic(Location(str(path)), "E001", str(exc))]) from None
+            except OSError as exc:  # gone or unreadable: the trial says so at the file
+                sha.update(f"{path.name}: unreadable {exc.errno}\n".encode())
+                continue
+            sha.update(f"{path.name}:{hashlib.sha256(data).hexdigest()}\n".encode())
     return sha.hexdigest()
 
 

@@ -15,7 +15,8 @@ PACKAGE = "kentino_expert"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 # The bottom layer: the error tree and the utilities every layer may use.
-BASE = {f"{PACKAGE}.{name}" for name in ("errors", "fastjson", "yamlsrc", "yamlsyntax", "paths", "version")}
+BASE = {f"{PACKAGE}.{name}" for name in ("errors", "fastjson", "yamlsrc", "yamlsyntax", "paths", "version",
+                                         "sourcefiles")}
 # The facade and what builds on it directly: the Expert, `rules check` and its sandbox.
 EXPERT = {f"{PACKAGE}.{name}" for name in ("expert", "rulecheck", "sandbox")}
 ORDER = ["base", "lang", "domain", "ruleset", "engine", "answer", "expert", "authoring", "service", "cli", "api"]

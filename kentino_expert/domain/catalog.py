@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +20,7 @@ from pydantic import (
 )
 
 from ..errors import CatalogError, KnowledgeError, Location, did_you_mean
+from ..sourcefiles import SourceFileError, read_source
 from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, location_of
 from ..yamlsrc import to_plain as _plain
 from .heuristics import read_heuristics
@@ -245,7 +247,9 @@ _SECTIONS = {"models.yaml": ("models", ModelSpec), "gpus.yaml": ("gpus", GpuSpec
 
 def _read(path: Path):
     try:
-        data = path.read_bytes()
+        data = read_source(path, path.parent)  # a regular file inside the directory (sourcefiles.py)
+    except SourceFileError as exc:
+        raise KnowledgeError(str(exc), location=Location(str(path))) from None
     except OSError as exc:
         raise KnowledgeError(f"cannot read {path}: {exc.strerror}", location=Location(str(path))) from None
     try:
@@ -347,7 +351,7 @@ def _check_cards(gpus: dict, links: dict, entries: list, path: str) -> None:
 def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:
     """The knowledge with probes.yaml's table, checked against the facts and this catalog (no file: no table;
     then only enumerated facts and the catalog's own picks are probed)."""
-    if not path.exists():
+    if not os.path.lexists(path):  # a probes.yaml that is there but cannot be read is refused, not skipped
         return knowledge
     files = dict(knowledge.files)
     data = _digested(path.parent, path.name, files)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..lang.intervals import check_finite
 from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
 from ..lang.valuetypes import NUMBER
+from ..sourcefiles import yaml_files
 from . import crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
@@ -113,11 +115,9 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     if not root.is_dir():
         sink.error(Location(str(root)), "E001", "rule directory not found")
         return files, rules, parameters, policies, selection
-    for path in sorted(root.glob("*.yaml")):
-        if path.name.startswith("."):  # an editor's lock or swap file, not rules: `rules publish` leaves it out too
-            continue
+    for path in yaml_files(root):  # not a hidden one (an editor's lock or swap file): `rules publish` leaves it out too
         display, errors = _display(path, root), len(sink.errors)
-        data, text = read_rule_file(path, sink, display)
+        data, text = read_rule_file(path, sink, display, root)
         files[display] = hashlib.sha256(text.encode()).hexdigest()
         if data is None and (len(sink.errors) > errors or path.name not in SPECIAL_FILES):
             if len(sink.errors) == errors:  # readable, but empty: say so, or a cut file shows only in others
@@ -132,7 +132,7 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
         else:
             rules.extend(read_rules(data, display, sink))
     for special in SPECIAL_FILES:
-        if not (root / special).is_file():
+        if not os.path.lexists(root / special):  # one that is there but refused has its E001 already
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
     _warn_unread(root, sink)
     return files, rules, parameters, policies, selection

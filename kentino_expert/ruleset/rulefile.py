@@ -10,6 +10,7 @@ from ..domain.vocabulary import KINDS, PRECISIONS
 from ..errors import Location, did_you_mean
 from ..lang import nodes, parser
 from ..lang.valuetypes import finite_number, short_number
+from ..sourcefiles import SourceFileError, read_source
 from ..yamlsrc import LocatedDict, YamlSourceError, decode_utf8, is_quoted, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
 from .diagnostics import DiagnosticSink
@@ -75,12 +76,14 @@ class Rule:
     locations: dict  # key -> Location, for diagnostics
 
 
-def read_rule_file(path: Path, sink: DiagnosticSink, display: str):
-    """Parse one YAML file; on a syntax error record E001 and return None."""
+def read_rule_file(path: Path, sink: DiagnosticSink, display: str, root: Path | None = None):
+    """Parse one YAML file of the directory `root` (its own by default); on a syntax error, or a file that is not a
+    regular file inside the directory (sourcefiles.py), record E001 and return None."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        sink.error(Location(display), "E001", f"cannot read file: {exc}")
+        data = read_source(path, root if root is not None else path.parent)
+    except OSError as exc:  # a FIFO, a device, a link out (SourceFileError) says what it is; others say why
+        message = str(exc) if isinstance(exc, SourceFileError) else f"cannot read file: {exc}"
+        sink.error(Location(display), "E001", message)
         return None, ""
     text = ""
     try:
