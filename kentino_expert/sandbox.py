@@ -13,6 +13,7 @@ Limits: KENTINO_SANDBOX_SECONDS (default 20) and KENTINO_SANDBOX_MEMORY_MB (defa
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -87,6 +88,7 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
     start = time.monotonic()
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=env, start_new_session=True)
+    _LIVE_CHILDREN.add(child)
     try:
         out, err = child.communicate(timeout=limits.seconds)
         timed_out = at_limit = False
@@ -101,8 +103,20 @@ def trial_load(rules_dir, knowledge_dir=None, limits: Limits | None = None) -> T
         if child.poll() is None:  # interrupted (Ctrl+C): nothing the trial started outlives it
             _kill_session(child)
             child.wait()
+        _LIVE_CHILDREN.discard(child)
     seconds = time.monotonic() - start
     return Trial(_diagnostics(out, err, child.returncode, timed_out, rules, limits, at_limit), seconds)
+
+
+# trials running in threads a process may exit without waiting for (a reload given up): killed as it exits
+_LIVE_CHILDREN: set = set()
+
+
+@atexit.register
+def _kill_live_children() -> None:
+    for child in list(_LIVE_CHILDREN):
+        if child.poll() is None:
+            _kill_session(child)
 
 
 def check_in_sandbox(rules_dir=None, knowledge_dir=None, limits: Limits | None = None) -> CheckReport:

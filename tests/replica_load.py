@@ -28,6 +28,7 @@ class Request:
     status: int | None
     decision_id: str | None
     error: str | None
+    digest: str | None = None  # the rule set that answered
 
     @property
     def acknowledged(self) -> bool:
@@ -77,7 +78,8 @@ class Load:
             return Request(start, time.monotonic(), None, None, f"{type(exc).__name__}: {exc}")
         end = time.monotonic()
         if response.status_code == 200:
-            return Request(start, end, 200, response.json().get("decision_id"), None)
+            body = response.json()
+            return Request(start, end, 200, body.get("decision_id"), None, (body.get("ruleset") or {}).get("digest"))
         return Request(start, end, response.status_code, None, response.text[:200])
 
     def _record(self, request: Request) -> None:

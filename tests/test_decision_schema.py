@@ -246,8 +246,9 @@ def _tables(raw: Raw) -> set:
 
 
 def test_a_version_2_log_gains_the_instance_column(log_target):
-    """A version 2 log opens at version 3: its rows keep their columns and have no instance (NULL: recorded before
-    instances were); a new decision records the log's instance; PostgreSQL gains the published rule-set tables."""
+    """A version 2 log opens at the current version: its rows keep their columns and have no instance (NULL: recorded
+    before instances were); a new decision records the log's instance; PostgreSQL gains the published rule-set tables
+    and those of the replicas (version 4)."""
     _create_v2(log_target)
     with open_log(log_target) as log:
         old = log.get("a" * 32)
@@ -258,8 +259,9 @@ def test_a_version_2_log_gains_the_instance_column(log_target):
         assert log.get(new)["instance"] == "replica-7:8001" and log.list(limit=1)[0]["instance"] == "replica-7:8001"
     raw = Raw(log_target)
     try:
-        assert _version(raw) == SCHEMA_VERSION == 3 and "instance" in _column_types(raw)
-        assert raw.sqlite or {"rule_sets", "rule_set_active"} <= _tables(raw)
+        assert _version(raw) == SCHEMA_VERSION == 4 and "instance" in _column_types(raw)
+        assert raw.sqlite or {"rule_sets", "rule_set_active", "rule_set_activations", "rule_set_trials",
+                              "rule_set_acks", "replicas"} <= _tables(raw)
         if not raw.sqlite:
             assert raw.run("SELECT count(*) FROM decisions_schema_version")[0][0] == 2
     finally:

@@ -139,3 +139,65 @@ def _both_workers(base, predicate) -> dict:
             return states
         time.sleep(0.1)
     raise AssertionError(f"both workers did not refuse: {states}")
+
+
+def _sandbox_children(parent_pid: int) -> list[int]:
+    """The pids of live `kentino_expert.sandbox` processes started by `parent_pid` (read from /proc)."""
+    import os
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"kentino_expert.sandbox" in command and parent == parent_pid:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_fifo_and_a_stuck_reload_leave_the_server_reloadable_and_stoppable(tmp_path):
+    """The attack of 2026-12-05: a FIFO in the served directory hung the reload for good, every later reload and
+    SIGHUP with it, and SIGTERM no longer stopped the process. Now: a FIFO is refused at once (HTTP and SIGHUP); a
+    reload that cannot finish (a slow set, a long sandbox limit) is given up after KENTINO_RELOAD_SECONDS, said
+    in /readyz, while /healthz answers; SIGTERM then stops the server promptly, its sandbox child with it."""
+    import os
+    served = tmp_path / "rules"
+    shutil.copytree(bundled("rules"), served)
+    process, base = _serve(tmp_path, served, KENTINO_SANDBOX_SECONDS="120", KENTINO_RELOAD_SECONDS="4")
+    try:
+        digest = httpx.get(f"{base}/readyz").json()["digest"]
+        (served / "advice.yaml").unlink()
+        os.mkfifo(served / "advice.yaml")
+        start = time.monotonic()
+        refused = httpx.post(f"{base}/v1/admin/reload", headers=ADMIN, timeout=REFUSAL_SECONDS)
+        assert refused.status_code == 409 and "FIFO" in refused.json()["error"]
+        assert time.monotonic() - start < 10
+        process.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        _still_serving(base, digest)
+        _swap_in(served, generated_rules_dir(tmp_path / "slow", 4000))
+        start = time.monotonic()
+        given_up = httpx.post(f"{base}/v1/admin/reload", headers=ADMIN, timeout=REFUSAL_SECONDS)
+        assert given_up.status_code == 409 and "reload given up after 4 s" in given_up.json()["error"]
+        assert time.monotonic() - start < 15
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        assert "given up" in httpx.get(f"{base}/readyz", timeout=5).json()["last_reload_error"]
+        _still_serving(base, digest)
+        children = _sandbox_children(process.pid)
+        assert children, "the given-up trial's sandbox child should still be running"
+        process.terminate()
+        start = time.monotonic()
+        process.wait(timeout=20)
+        assert time.monotonic() - start < 15
+        deadline = time.monotonic() + 10  # killed as the server exits; init reaps it
+        while any(os.path.exists(f"/proc/{pid}") for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "a sandbox child outlived the server"
+    finally:
+        stop_server(process)

@@ -339,3 +339,64 @@ def test_a_published_rule_set_reaches_every_replica(deploy, tmp_path):
     _report(tmp_path, "replica-publish", {"publishes": 5, "replicas": 2, "seconds_from_publish_to_every_replica": {
         "median": round(statistics.median(every), 3), "max": round(max(every), 3),
         "each_replica": [[round(s, 3) for s in each] for each in seconds]}})
+
+
+def _side_by_side(requests, old: str, new: str) -> float:
+    """Seconds during which both rule sets answered: from the first answer by `new` to the last by `old` (0 when
+    every `old` answer came before every `new` one)."""
+    first_new = min((r.end for r in requests if r.digest == new), default=None)
+    last_old = max((r.end for r in requests if r.digest == old), default=None)
+    return 0.0 if first_new is None or last_old is None else max(0.0, last_old - first_new)
+
+
+def test_a_poisoned_publish_leaves_every_answer_on_one_rule_set(deploy, tmp_path):
+    """The attack of 2026-12-05: after a publish that failed to build, a restarted replica served its local rules
+    while the other kept the published set. Under load through HAProxy: a poisoned set offered for trial is refused
+    by both replicas and not activated; one activated without a trial is refused by the running replica and, after a
+    restart, the restarted one serves the earlier published set: every answer carries the same digest. A good
+    publish then switches both with (almost) no time of both sets answering side by side."""
+    from kentino_expert.decisions import published, replicas
+    from kentino_expert.decisions.connect import open_log
+    deployment = deploy()
+    good = _publish(deployment.db_url, harness.ROOT / "rules")
+    _seconds_to_every_replica(deployment.replicas, good, time.monotonic())
+    files = published.read_files(harness.ROOT / "rules", harness.ROOT / "knowledge")
+    files["rules/flow.yaml"] = "rules: [this is not, a rule"
+    load = Load(deployment.proxy.base_url, f"poison-{uuid.uuid4().hex[:8]}", threads=4, seconds=90)
+    load.start()
+    try:
+        harness.wait_until(lambda: load.acknowledged_after(0) >= 50, 30, "50 decisions before the poison")
+        with open_log(deployment.db_url) as log:
+            offered = replicas.publish_to_replicas(log, published.PublishedSet("a" * 64, files), "mallory", 60)
+            published.publish(log, published.PublishedSet("b" * 64, files), "by-hand")  # no trial
+        victim = deployment.replicas[0]
+        harness.wait_until(lambda: (victim.readyz() or {}).get("last_reload_error"), 30, "the refusal said")
+        victim.stop()
+        restart = time.monotonic()
+        victim.start()
+        ready = victim.wait_ready()
+        ready_seconds = time.monotonic() - restart
+        _back_in_service(deployment, victim)
+        poisoned_done = time.monotonic()
+        moved = harness.rules_with_cliff(tmp_path, 60)
+        switched_at = time.monotonic()
+        new = _publish(deployment.db_url, moved)
+        switch = _seconds_to_every_replica(deployment.replicas, new, switched_at)
+        settled = switched_at + max(switch)
+        harness.wait_until(lambda: sum(r.start > settled for r in load.snapshot()) >= 50, 30, "50 answers after it")
+    finally:
+        load.stop()
+    answered = [r for r in load.requests if r.acknowledged]
+    before = [r for r in answered if r.end < switched_at]
+    figures = {"offered_for_trial": list(offered.lines), "refused": offered.refused,
+               "restarted_replica": {k: ready[k] for k in ("rule_source", "digest", "published_digest")},
+               "seconds_restart_to_ready_with_an_unbuildable_set_active": round(ready_seconds, 3),
+               "answers_before_the_good_publish": len(before),
+               "digests_before_the_good_publish": sorted({r.digest[:16] for r in before}),
+               "seconds_publish_to_every_replica": [round(s, 3) for s in switch],
+               "seconds_both_sets_answered_side_by_side": round(_side_by_side(answered, good, new), 3)}
+    _report(tmp_path, "replica-poisoned-publish", figures)
+    assert offered.refused == "2 of 2 replicas did not build it" and not offered.changed
+    assert (ready["rule_source"], ready["digest"], ready["published_digest"]) == ("published-earlier", good, "b" * 64)
+    assert {r.digest for r in before} == {good} and len([r for r in before if r.start > poisoned_done - 5]) > 0
+    assert {r.digest for r in answered if r.start > settled} == {new}

@@ -17,6 +17,7 @@ from ..authoring.rules_diff import checkout_rules, diff, diff_summary, grid_scen
 from ..authoring.scenarios import failure_lines, load_scenarios, run_all
 from ..decisions import published
 from ..decisions.connect import log_target
+from ..decisions.replicas import DEFAULT_WAIT_SECONDS, publish_to_replicas
 from ..errors import KentinoError, printable
 from ..ruleset.diagnostics import UnknownCode, explain
 from ..sandbox import Limits, check_in_sandbox
@@ -216,9 +217,14 @@ def rules_examples(rules_dir, knowledge_dir):
 @db_option
 @click.option("--by", default=None, metavar="NAME", help="Who publishes, recorded with the set (default: USER@HOST).")
 @click.option("--strict", is_flag=True, help="Refuse a set with warnings too.")
-def rules_publish(rules_dir, knowledge_dir, db, by, strict):
-    """Check the rule set as `rules check` does and store it in the postgresql:// decision log as the set every
-    replica serves: each switches to it on NOTIFY (a broken set is refused here, exit 2)."""
+@click.option("--wait", "wait_seconds", type=click.FloatRange(0, 3600), default=DEFAULT_WAIT_SECONDS,
+              show_default=True, metavar="SECONDS",
+              help="How long every replica alive may take to build the set before it is activated; 0: activate "
+                   "without asking them.")
+def rules_publish(rules_dir, knowledge_dir, db, by, strict, wait_seconds):
+    """Check the rule set as `rules check` does, store it in the postgresql:// decision log, have every replica
+    alive build it, and only when every one did make it the set they serve (each switches on NOTIFY). A broken
+    set, or one a replica refuses or does not build in time, is not activated (exit 2, the reasons printed)."""
     target = log_target(db)
     if not target.lower().startswith(("postgresql://", "postgres://")):
         raise UserError(f"rules publish needs a postgresql:// decision log (--db or KENTINO_DB), not '{target}': "
@@ -235,14 +241,19 @@ def rules_publish(rules_dir, knowledge_dir, db, by, strict):
         digest = make_expert(*published.write_files(files, Path(copy))).ruleset.digest
     log = open_decision_log(db)
     try:
-        changed = published.publish(log, published.PublishedSet(digest, files), by or _publisher())
+        outcome = publish_to_replicas(log, published.PublishedSet(digest, files), by or _publisher(), wait_seconds)
         where = log.safe_url()
     finally:
         log.close()
+    for line in outcome.lines:
+        click.echo(line)
+    if outcome.refused:
+        raise UserError(f"rule set {digest[:16]} not activated: {outcome.refused}; the replicas keep serving "
+                        f"{(outcome.serving or 'their rules')[:16]}")
     rules_count = sum(name.startswith("rules/") for name in files)
-    if changed:
+    if outcome.changed:
         click.echo(f"published rule set {digest} ({rules_count} rule files, {len(files) - rules_count} knowledge "
-                   f"files; {sources_line(rules_dir, knowledge_dir)}) to {where}: replicas switch to it now")
+                   f"files; {sources_line(rules_dir, knowledge_dir)}) to {where}: {outcome.summary}")
     else:
         click.echo(f"rule set {digest} is already the published one in {where}: nothing changed")
 

@@ -1,31 +1,28 @@
 """Published rule sets in the PostgreSQL decision log: one rule set for every replica, like an OPA bundle.
 
-`rules publish` stores a checked rule set (its files and digest) in `rule_sets` and names it in
-`rule_set_active`, then sends NOTIFY on CHANNEL in the same transaction, so the notification goes out
-only if the set is stored. Replicas read the active set at start and LISTEN on a connection of their
-own; on a notification (and after every reconnection, which may have missed some) they read the
-active set again and switch to it if its digest is not the one they serve. The payload is only a
-hint: replicas always read the row, so a notification from another schema of the same database
-changes nothing.
+`rules publish` stores a checked rule set (its files and digest) in `rule_sets`, asks every replica alive to
+build it (a trial, replicas.py) and, when every one did, names it in `rule_set_active` and appends it to
+`rule_set_activations`, sending NOTIFY on CHANNEL in the same transaction, so the notification goes out only
+if the set is active. Replicas read the active set at start and LISTEN on a connection of their own; on a
+notification (and after every reconnection, which may have missed some) they read the active set again and
+switch to it if its digest is not the one they serve. A replica that cannot build the active set serves the
+newest earlier activated set it can (`earlier`), never its own directories. The payload is only a hint:
+replicas always read the rows, so a notification from another schema of the same database changes nothing.
 """
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from ..errors import DecisionLogError, KentinoError, Location, LogUnavailable
-from .postgres import PostgresDecisionLog, connection_settings
+from ..errors import DecisionLogError, KentinoError, Location
+from ..sourcefiles import read_source, yaml_files
+from .postgres import PostgresDecisionLog
 
 CHANNEL = "kentino_rule_set"
 ROOTS = ("rules", "knowledge")  # a file's name is ROOT/NAME: the directory it came from, then its name
-MAX_FILE_BYTES = 4 << 20  # a rule or knowledge file larger than this is refused (the loaders read YAML)
-RECONNECT_SECONDS = 1.0
-RECHECK_SECONDS = 30.0  # the active set is read again after this long without a notification
 _log = logging.getLogger("kentino_expert.published")
 
 
@@ -49,16 +46,13 @@ def check_file_name(name: str) -> str:
 
 
 def read_files(rules_dir, knowledge_dir) -> dict[str, str]:
-    """The files a rule set is: rules/*.yaml and knowledge/*.yaml (what the loaders read), as text."""
+    """The files a rule set is: rules/*.yaml and knowledge/*.yaml (what the loaders read), as text; each a regular
+    file inside its directory of at most MAX_FILE_BYTES (sourcefiles.py), else a KentinoError at the file."""
     files = {}
     for root, directory in zip(ROOTS, (rules_dir, knowledge_dir), strict=True):
-        for path in sorted(Path(directory).glob("*.yaml")):
-            if path.name.startswith(".") or not path.is_file():
-                continue
+        for path in yaml_files(directory):
             try:
-                if path.stat().st_size > MAX_FILE_BYTES:
-                    raise KentinoError(f"larger than {MAX_FILE_BYTES >> 20} MiB", location=Location(str(path)))
-                files[f"{root}/{path.name}"] = path.read_text(encoding="utf-8")
+                files[f"{root}/{path.name}"] = read_source(path, directory).decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise KentinoError(f"cannot read: {getattr(exc, 'strerror', None) or exc}",
                                    location=Location(str(path))) from None
@@ -82,24 +76,36 @@ def _store(log) -> PostgresDecisionLog:
     return log
 
 
-def publish(log, published: PublishedSet, by: str) -> bool:
-    """Store `published` (once per digest) and make it the active set; NOTIFY the replicas. True when the
-    active set changed, False when it was already active."""
+def store(log, published: PublishedSet, by: str) -> None:
+    """Store `published` (once per digest) without making it active: a trial or an activation names it next."""
     from psycopg.types.json import Jsonb
-    store = _store(log)
     files = {check_file_name(name): text for name, text in published.files.items()}
-    with store.writer("rule set not published") as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('kentino_expert.rule_set_active'))")
-        current = conn.execute("SELECT digest FROM rule_set_active").fetchone()
-        if current and current[0] == published.digest:
-            return False
+    with _store(log).writer("rule set not published") as conn:
         conn.execute("INSERT INTO rule_sets (digest, files, published_by) VALUES (%s, %s, %s) "
                      "ON CONFLICT (digest) DO NOTHING", [published.digest, Jsonb(files), by])
+
+
+def activate(log, digest: str, by: str) -> bool:
+    """Make the stored set `digest` the active one, record the activation and NOTIFY the replicas. True when the
+    active set changed, False when it was already active."""
+    with _store(log).writer("rule set not published") as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('kentino_expert.rule_set_active'))")
+        current = conn.execute("SELECT digest FROM rule_set_active").fetchone()
+        if current and current[0] == digest:
+            return False
         conn.execute("INSERT INTO rule_set_active (singleton, digest, activated_by) VALUES (TRUE, %s, %s) "
                      "ON CONFLICT (singleton) DO UPDATE SET digest = EXCLUDED.digest, "
-                     "activated_at = now(), activated_by = EXCLUDED.activated_by", [published.digest, by])
-        conn.execute("SELECT pg_notify(%s, %s)", [CHANNEL, published.digest])
+                     "activated_at = now(), activated_by = EXCLUDED.activated_by", [digest, by])
+        conn.execute("INSERT INTO rule_set_activations (digest, activated_by) VALUES (%s, %s)", [digest, by])
+        conn.execute("SELECT pg_notify(%s, %s)", [CHANNEL, digest])
     return True
+
+
+def publish(log, published: PublishedSet, by: str) -> bool:
+    """Store `published` and make it the active set at once (no trial); NOTIFY the replicas. True when the active
+    set changed, False when it was already active."""
+    store(log, published, by)
+    return activate(log, published.digest, by)
 
 
 def active_digest(log) -> str | None:
@@ -116,64 +122,30 @@ def active(log) -> PublishedSet | None:
                            "JOIN rule_sets s ON s.digest = a.digest").fetchone()
     if row is None:
         return None
-    digest, files, at, by = row
+    return _published_set(*row)
+
+
+def fetch(log, digest: str) -> PublishedSet | None:
+    """The stored set `digest` with its files (None: no such set)."""
+    with _store(log).reader() as conn:
+        row = conn.execute("SELECT digest, files, published_at, published_by FROM rule_sets WHERE digest = %s",
+                           [digest]).fetchone()
+    return None if row is None else _published_set(*row)
+
+
+def earlier(log, digest: str, limit: int = 5) -> list[str]:
+    """The sets activated before the newest activation of `digest`, newest first, each once, `digest` left out:
+    where a replica that cannot build the active set looks for the set to serve instead."""
+    with _store(log).reader() as conn:
+        rows = conn.execute(
+            "SELECT digest FROM rule_set_activations WHERE digest <> %s AND seq < coalesce((SELECT max(seq) FROM "
+            "rule_set_activations WHERE digest = %s), 9223372036854775807) GROUP BY digest ORDER BY max(seq) DESC "
+            "LIMIT %s", [digest, digest, limit]).fetchall()
+    return [row[0] for row in rows]
+
+
+def _published_set(digest, files, at, by) -> PublishedSet:
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         raise DecisionLogError(f"published rule set {digest[:16]}: its files are not a JSON object of texts")
     checked = {check_file_name(name): text for name, text in files.items()}
     return PublishedSet(digest, MappingProxyType(checked), at.isoformat(timespec="seconds"), by)
-
-
-class Listener:
-    """LISTEN on CHANNEL on a connection of its own, in a daemon thread; `on_change()` is called (in that
-    thread) after each (re)connection and on each notification. Stopped by `stop()`."""
-
-    def __init__(self, log, on_change: Callable[[], None], poll_seconds: float = 0.5,
-                 recheck_seconds: float = RECHECK_SECONDS):
-        self._url = _store(log).url
-        self._recheck = recheck_seconds
-        self._scrub = log.safe_url
-        self._psycopg = log.psycopg
-        self._on_change = on_change
-        self._poll = poll_seconds
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kentino-rule-set-listener", daemon=True)
-        self.connected = threading.Event()  # set while LISTEN is in effect (tests and /readyz wait on it)
-
-    def start(self) -> Listener:
-        self._thread.start()
-        return self
-
-    def stop(self, seconds: float = 5.0) -> None:
-        self._stopping.set()
-        self._thread.join(seconds)
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._listen()
-            except (self._psycopg.Error, DecisionLogError, LogUnavailable) as exc:
-                _log.warning("rule-set listener on %s: %s; reconnecting", self._scrub(), str(exc).splitlines()[0])
-            except Exception:  # noqa: BLE001 - a bug must not end the thread: replicas would stop following
-                _log.exception("rule-set listener failed; reconnecting")
-            self.connected.clear()
-            self._stopping.wait(RECONNECT_SECONDS)
-
-    def _listen(self) -> None:
-        with self._psycopg.connect(self._url, autocommit=True, **connection_settings(self._url)) as conn:
-            conn.execute(f"LISTEN {CHANNEL}")
-            self.connected.set()
-            self._changed()  # what was published while this replica was not listening
-            checked = time.monotonic()
-            while not self._stopping.is_set():
-                heard = any(True for _ in conn.notifies(timeout=self._poll, stop_after=1))
-                # a LISTEN connection a NAT dropped without a word hears nothing ever again: the active set is
-                # read again after each quiet RECHECK_SECONDS, so a replica follows a publish late, never not
-                if heard or time.monotonic() - checked >= self._recheck:
-                    self._changed()
-                    checked = time.monotonic()
-
-    def _changed(self) -> None:
-        try:
-            self._on_change()
-        except Exception:  # noqa: BLE001 - logged; the next notification tries again
-            _log.exception("following the published rule set failed")

@@ -7,6 +7,10 @@ a listing reads columns and never parses an answer; indexes that serve newest-fi
 Version 3: an `instance` column, the replica that answered (NULL in rows written before it was
 recorded); on PostgreSQL the published rule sets (`rule_sets`) and the one replicas serve
 (`rule_set_active`), written by `rules publish` (published.py).
+Version 4: on PostgreSQL, what makes replicas serve one rule set (published.py, replicas.py): every activation
+in order (`rule_set_activations`: a replica that cannot build the active set serves the newest earlier one it
+can), the trials `rules publish` asks the replicas for before it activates a set (`rule_set_trials`), their
+answers (`rule_set_acks`), and the replicas alive (`replicas`: a heartbeat). SQLite has none of them.
 SQLite keeps the version in PRAGMA user_version; PostgreSQL in the table decisions_schema_version.
 Both migrate inside one transaction that also holds the migration lock, so two replicas opening
 an old log at once migrate it once.
@@ -17,7 +21,7 @@ import zlib
 
 from ..errors import DecisionLogError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # a whole decision as `get` returns it (status and summary are in its answer)
 ROW_COLUMNS = ("decision_id", "created_at", "session_id", "turn", "source", "facts", "answer", "kind", "digest",
                "engine", "instance")
@@ -77,10 +81,40 @@ PG_RULE_SETS = ("""CREATE TABLE IF NOT EXISTS rule_sets (
     activated_by TEXT NOT NULL
 )""")
 PG_TO_3 = ("ALTER TABLE decisions ADD COLUMN instance TEXT", *PG_RULE_SETS)
-PG_CREATE = (_TABLE.format(time="TIMESTAMPTZ", int="BIGINT", json="JSONB"), *_INDEXES, *PG_RULE_SETS)
+# every activation in order, the trials publish asks for and the replicas' answers, the replicas alive
+PG_REPLICA_TABLES = ("""CREATE TABLE IF NOT EXISTS rule_set_activations (
+    seq          BIGSERIAL PRIMARY KEY,
+    digest       TEXT NOT NULL REFERENCES rule_sets (digest),
+    activated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    activated_by TEXT NOT NULL
+)""", """CREATE TABLE IF NOT EXISTS rule_set_trials (
+    trial        BIGSERIAL PRIMARY KEY,
+    digest       TEXT NOT NULL REFERENCES rule_sets (digest),
+    requested_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    requested_by TEXT NOT NULL
+)""", """CREATE TABLE IF NOT EXISTS rule_set_acks (
+    trial        BIGINT NOT NULL,
+    replica      TEXT NOT NULL,
+    digest       TEXT NOT NULL,
+    result       TEXT NOT NULL CHECK (result IN ('ok', 'refused')),
+    reason       TEXT NULL,
+    at           TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (trial, replica)
+)""", """CREATE TABLE IF NOT EXISTS replicas (
+    replica      TEXT PRIMARY KEY,
+    started_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    seen_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    serving      TEXT NULL,
+    source       TEXT NULL,
+    detail       TEXT NULL
+)""")
+PG_TO_4 = (*PG_REPLICA_TABLES, "INSERT INTO rule_set_activations (digest, activated_at, activated_by) "
+           "SELECT digest, activated_at, activated_by FROM rule_set_active")
+PG_CREATE = (_TABLE.format(time="TIMESTAMPTZ", int="BIGINT", json="JSONB"), *_INDEXES, *PG_RULE_SETS,
+             *PG_REPLICA_TABLES)
 # the statements that bring a log from the version found (the key) to the next one; 0: none yet
-SQLITE_STEPS = {0: SQLITE_CREATE, 1: SQLITE_TO_2, 2: SQLITE_TO_3}
-PG_STEPS = {0: PG_CREATE, 1: PG_TO_2, 2: PG_TO_3}
+SQLITE_STEPS = {0: SQLITE_CREATE, 1: SQLITE_TO_2, 2: SQLITE_TO_3, 3: ()}
+PG_STEPS = {0: PG_CREATE, 1: PG_TO_2, 2: PG_TO_3, 3: PG_TO_4}
 PG_VERSION_TABLE = ("CREATE TABLE IF NOT EXISTS decisions_schema_version ("
                     "version INTEGER NOT NULL, migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
 

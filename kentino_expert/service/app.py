@@ -134,7 +134,10 @@ def _lifespan(holder, mcp=None):
         installed = False
         if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):
             try:
-                loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, reload_logged, "SIGHUP"))
+                # a daemon thread, not the loop's executor: shutting down waits for the executor's threads, and a
+                # reload must never be what keeps SIGTERM from stopping the process
+                loop.add_signal_handler(signal.SIGHUP, lambda: threading.Thread(
+                    target=reload_logged, args=("SIGHUP",), name="kentino-sighup-reload", daemon=True).start())
                 installed = True
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
@@ -208,7 +211,7 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                 "digest": expert.ruleset.digest if expert else None, "generation": serving.generation,
                 "worker_pid": os.getpid(), "last_reload_error": serving.last_error,
                 "instance": decision_log.instance, "rule_source": serving.source,
-                "published_digest": serving.published_digest}
+                "published_digest": serving.published_digest, "behind_published": serving.behind}
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.post("/v1/admin/reload", include_in_schema=False)

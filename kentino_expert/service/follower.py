@@ -1,5 +1,6 @@
 """A replica's published rule set: read from its PostgreSQL log, written into a private directory, built
-through the same sandboxed factory as a local reload, and followed on NOTIFY (decisions/published.py).
+through the same sandboxed factory as a local reload, tried when `rules publish` asks and followed on NOTIFY
+(decisions/published.py, decisions/replicas.py).
 
 Each set is written into a directory of its own under one private temporary directory of the process;
 a set's directory is removed once the expert built from it is gone (the last request using it has
@@ -8,6 +9,7 @@ ended), and the whole temporary directory when the service stops.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import threading
@@ -15,6 +17,7 @@ import weakref
 from pathlib import Path
 
 from ..decisions import published as store
+from ..decisions import replicas
 from ..decisions.postgres import PostgresDecisionLog
 from ..errors import KentinoError, Location, RuleFileError
 from ..expert import Expert
@@ -47,14 +50,20 @@ def holder_for(log, factory, reload_file: str | None = None) -> ExpertHolder:
 
 class PublishedSource:
     """The published rule set of `log`, as factories the holder builds; `factory_for(rules_dir,
-    knowledge_dir)` makes the factory of a directory (the app's sandboxed one)."""
+    knowledge_dir)` makes the factory of a directory (the app's sandboxed one). `replica` names this process
+    among the log's replicas (its instance label and process id)."""
 
     def __init__(self, log, factory_for):
         self.log = log
         self.factory_for = factory_for
+        self.replica = f"{getattr(log, 'instance', None) or 'replica'}/{os.getpid()}"
         self._base: Path | None = None
         self._lock = threading.Lock()
         self._listener = None
+        try:  # the trials asked for before this process started are not its to answer
+            self._last_trial = replicas.last_trial(log)
+        except KentinoError:
+            self._last_trial = 0
 
     def active(self) -> store.PublishedSet | None:
         """The active published set, files included (None: nothing published)."""
@@ -62,6 +71,26 @@ class PublishedSource:
 
     def active_digest(self) -> str | None:
         return store.active_digest(self.log)
+
+    def fetch(self, digest: str) -> store.PublishedSet:
+        found = store.fetch(self.log, digest)
+        if found is None:
+            raise KentinoError(f"published rule set {digest[:16]} is not in the log")
+        return found
+
+    def earlier(self, digest: str) -> list[str]:
+        """The sets activated before `digest`, newest first: what to serve when `digest` does not build here."""
+        return store.earlier(self.log, digest)
+
+    def trials(self) -> list[tuple[int, str]]:
+        """The trials asked for since the last call: (trial, digest), oldest first."""
+        pending = replicas.pending_trials(self.log, self._last_trial)
+        if pending:
+            self._last_trial = pending[-1][0]
+        return pending
+
+    def answer(self, trial: int, digest: str, result: str, reason: str = "") -> None:
+        replicas.answer(self.log, trial, self.replica, digest, result, reason)
 
     def factory(self, found: store.PublishedSet):
         """A factory that builds `found` from a directory of its own and checks the digest it gets."""
@@ -85,9 +114,10 @@ class PublishedSource:
         build.rules_dir = str(rules_dir)
         return build
 
-    def listen(self, on_change) -> None:
-        """Call `on_change()` (in a thread of its own) on each NOTIFY and after each reconnection."""
-        self._listener = store.Listener(self.log, on_change).start()
+    def listen(self, on_change, status) -> None:
+        """Call `on_change()` (in a thread of its own) on each NOTIFY and after each reconnection, and keep this
+        replica's heartbeat with what `status()` says it serves."""
+        self._listener = replicas.Listener(self.log, self.replica, on_change, status).start()
 
     @property
     def listening(self) -> threading.Event | None:

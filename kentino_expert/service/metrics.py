@@ -11,7 +11,10 @@ The route needs the read token when one is configured (guard.py). Names:
 - kentino_log_record_seconds: a decision's commit to the log, waiting for its group-commit transaction included.
 - kentino_reloads_total{result,trigger}: rule-set builds after the start, `ok` or `refused`, asked by
   `http`, `sighup`, `worker` (another worker's reload) or `published` (a NOTIFY).
-- kentino_rule_set_info{digest,instance,source}: 1 for the rule set served (0 for one served before).
+- kentino_rule_set_info{digest,instance,source}: 1 for the rule set served (0 for one served before); source is
+  `local`, `published`, or `published-earlier` (the active published set does not build here).
+- kentino_rule_set_behind{instance}: 1 while this replica does not serve the active published set (it serves
+  an earlier one, or its refusal of the new one is being retried), else 0.
 - kentino_answer_cache_hits_total, kentino_answer_cache_misses_total: decisions answered from the cache.
 - kentino_group_commit_batches_total, kentino_group_commit_rows_total: transactions, and the rows in them.
 """
@@ -44,6 +47,8 @@ RELOADS = Counter("kentino_reloads", "Rule-set builds after the start, by result
 RULE_SET = Gauge("kentino_rule_set_info", "The rule set served (1; 0 for a set served before), by digest, "
                  "instance and source (local or published).", ["digest", "instance", "source"],
                  multiprocess_mode="livemax")
+BEHIND = Gauge("kentino_rule_set_behind", "1 while the active published rule set is not the one served (it does "
+               "not build here), else 0.", ["instance"], multiprocess_mode="livemax")
 CACHE_HITS = Counter("kentino_answer_cache_hits", "Decisions whose evaluation came from the answer cache.")
 CACHE_MISSES = Counter("kentino_answer_cache_misses", "Decisions evaluated because the answer cache lacked them.")
 BATCHES = Counter("kentino_group_commit_batches", "Decision-log transactions of the group commit.")
@@ -135,6 +140,10 @@ class ServiceMetrics:
                 RULE_SET.remove(*previous)
         RULE_SET.labels(*shown).set(1)
 
+    def sync_behind(self) -> None:
+        """Whether the active published set is served, as last read (a NOTIFY changes it without a build)."""
+        BEHIND.labels(self.instance).set(1 if self.holder.serving.behind else 0)
+
     def sync_cache(self) -> None:
         """Add what the served expert's answer cache counted since the last look (a new expert: all of it)."""
         cache = self.holder.serving.expert.answer_cache
@@ -183,5 +192,6 @@ def install(app, holder, decision_log, instance: str) -> ServiceMetrics:
     @app.get("/metrics", include_in_schema=False)  # for operators' scrapers, not a tool (like /readyz)
     def metrics_route():
         metrics.sync_cache()
+        metrics.sync_behind()
         return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
     return metrics
