@@ -24,6 +24,7 @@ from ..sourcefiles import SourceFileError, read_source
 from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, location_of
 from ..yamlsrc import to_plain as _plain
 from .heuristics import read_heuristics
+from .measurements import MEASUREMENTS_FILE, MeasurementSpec, read_measurements
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
 from .spec_model import Spec
@@ -143,6 +144,8 @@ class GpuSpec(Spec):
     memory_bandwidth_gbs: PositiveFloat
     bf16_dense_tflops: PositiveFloat
     fp8_dense_tflops: PositiveFloat
+    fp4_dense_tflops: PositiveFloat | None = None  # FP4 tensor cores (Blackwell: NVFP4 / MXFP4); None: none
+    board_power_w: PositiveFloat | None = None  # the data sheet's maximum board power
     pcie_gen: PositiveInt
     nvlink: bool
     p2p: bool
@@ -189,6 +192,7 @@ class Knowledge(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)  # relative name -> sha256
     directory: str = ""  # where the files were read (answers name it)
     probes: dict[str, tuple] = Field(default_factory=dict)  # probes.yaml: fact -> the values a what-if tries
+    measurements: tuple[MeasurementSpec, ...] = ()  # measurements.yaml: published serving measurements
 
     def model(self, name: str) -> ModelSpec:
         return _lookup(self.models, name, "model")
@@ -325,7 +329,16 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
                           sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
                           directory=str(root), heuristic_locations=where)
-    return _with_probes(knowledge, root / PROBES_FILE)
+    return _with_measurements(_with_probes(knowledge, root / PROBES_FILE), root / MEASUREMENTS_FILE)
+
+
+def _with_measurements(knowledge: Knowledge, path: Path) -> Knowledge:
+    """The knowledge with measurements.yaml's rows (no file: none; the serving model then says so)."""
+    if not os.path.lexists(path):
+        return knowledge
+    files = dict(knowledge.files)
+    rows = read_measurements(_digested(path.parent, path.name, files), str(path), knowledge.models, knowledge.gpus)
+    return knowledge.model_copy(update={"measurements": rows, "files": files})
 
 
 def _check_cards(gpus: dict, links: dict, entries: list, path: str) -> None:
