@@ -15,6 +15,7 @@ from ..errors import KentinoError, Location
 from ..lang.valuetypes import BOOL
 from ..ruleset.diagnostics import REGISTRY
 from ..ruleset.schemas import facts_schema
+from .calibration_table import calibration_table
 from .diagnostic_examples import example_diagnostics
 
 # A generated block in a Markdown guide: everything between the two marker lines is rewritten.
@@ -269,7 +270,7 @@ TABLES = {
     "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
     "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
     "diagnostics-explained": diagnostics_explained,
-    "modules": modules_table,
+    "modules": modules_table, "calibration": calibration_table,
 }
 # Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.
 PASSED_IN = ("service-options",)

@@ -41,6 +41,10 @@ class MeasurementSpec(Spec):
     vendor_tuned: bool = False  # the card's vendor measured it with its own engine (a best case)
     excluded: str = ""  # why the row is not used to calibrate (shown, not hidden)
     requests_per_s: NonNegativeFloat | None = None  # a server scenario's arrival rate, when the source gives it
+    # the engine's own settings of the run where they differ from the serving model's (knowledge/sizing.yaml
+    # serving_model): its batch limit, and the share of each GPU it takes for weights and KV cache
+    max_batch: PositiveInt | None = None
+    memory_fraction: float | None = None
 
     @model_validator(mode="after")
     def _a_whole_layout(self):
