@@ -77,6 +77,10 @@ class Expert:
         raises KentinoError on bad facts."""
         return self.kinds.kind_of(facts.known() if isinstance(facts, Workload) else facts)
 
+    def build_of(self, facts) -> tuple:
+        """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for facts (as kind_of)."""
+        return self.kinds.build_of(facts.known() if isinstance(facts, Workload) else facts)
+
     def recommend_text(self, text: str, source: str = "<stdin>"):
         return self.recommend(read_facts(text, source))
 

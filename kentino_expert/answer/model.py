@@ -106,6 +106,12 @@ class Alternative(BaseModel):
     time_to_result_days: float | None = Field(None, description="Days this build takes to the result (training, "
                                                                 "or a batch corpus); null otherwise, and in "
                                                                 "answers logged before it was recorded.")
+    figures: dict[str, float] = Field(default_factory=dict, description="This build's own figures, by the names the "
+                                      "recommendation's figures use: output_tokens_per_s, per_user_tokens_per_s, "
+                                      "time_to_first_token_s, concurrency_in_flight (serving), plan_gpu_memory_gb, "
+                                      "plan_gpu_memory_fraction, and time_to_result_days, plan_efficiency (training).")
+    fails: str | None = Field(None, description="The id of the first `works` test it fails (rules/selection.yaml), "
+                                                "null when it works.")
 
 
 class RulesetId(BaseModel):
@@ -137,14 +143,18 @@ class Answer(BaseModel):
 
 
 class Probe(BaseModel):
-    """One what-if of a question: the fact given this value, the rules reach this kind."""
+    """One what-if of a question: the fact given this value, the build the answer then recommends."""
     model_config = _FROZEN
     value: bool | int | float | str = Field(description="A value the fact was tried with.")
     kind: Kind = Field(description="The kind the rules then recommend.")
+    nodes: int | None = Field(None, description="Nodes of that recommendation.")
+    gpu: str | None = Field(None, description="Its card.")
+    precision: str | None = Field(None, description="Its precision.")
 
 
 class Question(BaseModel):
-    """A fact still worth asking for: the question, and the kinds its answer could lead to."""
+    """A fact still worth asking for (some value of it changes the build): the question, and the kinds its answer
+    could lead to."""
     model_config = _FROZEN
     fact: str = Field(description="The fact to ask for (a property of the facts schema).")
     ask: str = Field(description="The question to put to the person.")

@@ -3,13 +3,14 @@ selection policy reads, from a run without a trace (an evaluator a faster engine
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..domain.catalog import Knowledge
-from ..domain.deadlines import TIME_FIGURE_INPUTS, TIME_FIGURE_SPECS, time_figures
+from ..domain.deadlines import TIME_FIGURE_INPUTS, TIME_FIGURE_SPECS
 from ..domain.derive import derive
 from ..domain.figures import FIGURE_SPECS
+from ..domain.plan import build_figures
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
 from ..domain.workload import validate_facts
 from ..engine.chaining import effects_of
@@ -32,6 +33,7 @@ class Plan:
     values: Mapping  # name -> value, for every name of the policy's `reads` the run produced
     because: str
     time_to_result_days: float | None = None  # the plan figure (training, a batch corpus), whatever `reads` holds
+    figures: Mapping = field(default_factory=dict)  # the build's own figures (BUILD_FIGURES), as every build has them
 
     @property
     def kind_class(self) -> str | None:
@@ -58,6 +60,10 @@ class PlanEvaluator(Protocol):
 
 
 TIME_FIGURE = "time_to_result_days"  # the plan figure every alternative carries (TIME_FIGURE_SPECS)
+# the figures of every build an answer shows (the recommendation's top-level figures use the same names): part of
+# the answer's contract
+BUILD_FIGURES = ("output_tokens_per_s", "per_user_tokens_per_s", "time_to_first_token_s", "concurrency_in_flight",
+                 "plan_gpu_memory_gb", "plan_gpu_memory_fraction", "time_to_result_days", "plan_efficiency")
 UNIT_REPLICAS = "dp-replicas-of-units"  # a kind class of selection.yaml's `kinds`, beside the kinds
 
 # the units of the recommendation fields a `works` condition may name as its figure
@@ -77,7 +83,8 @@ def _whole(value):
 def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> Plan:
     """The plan of a final state; `decider` is the rule that recommended (None when none did)."""
     params = ruleset.parameter_values
-    state = {**final, **time_figures(final, knowledge)}
+    own = build_figures(final, knowledge, params)
+    state = {**final, **own}
     reads = ruleset.selection.reads if ruleset.selection else frozenset()
     values = {name: state[name] for name in reads if name in state}
     because = render_layers(decider.source.because, (state, params)) if decider is not None else ""
@@ -88,7 +95,8 @@ def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> P
     return Plan(kind=field("kind"), nodes=field("nodes"),
                 gpus_per_node=field("gpus_per_node") or _whole(state.get("gpus_per_node")),
                 gpu=field("gpu") or state.get("gpu"), precision=field("precision"), pp=field("pp"), values=values,
-                because=because, time_to_result_days=state.get(TIME_FIGURE))
+                because=because, time_to_result_days=state.get(TIME_FIGURE),
+                figures={name: own[name] for name in BUILD_FIGURES if name in own})
 
 
 class EngineEvaluator:

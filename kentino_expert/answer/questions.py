@@ -61,34 +61,46 @@ def probe_values(expert, fact: str) -> tuple:
     return ()
 
 
-def kind_for(expert, facts) -> str | None:
-    """The recommendation kind the rules reach for `facts`, or None when the facts do not validate
-    or the arithmetic fails on them."""
+def build_for(expert, facts) -> tuple | None:
+    """The recommendation's (kind, nodes, gpu, gpus_per_node, precision) for `facts`, or None when the facts do
+    not validate or the arithmetic fails on them."""
     try:
-        return expert.kind_of(facts)
+        return expert.build_of(facts)
     except (KentinoError, ArithmeticError, ValueError):
         # a probe value the caller never gave (e.g. deadline_days next to a huge corpus) must not
         # refuse the caller's own facts: that probe is skipped
         return None
 
 
+def kind_for(expert, facts) -> str | None:
+    """The recommendation kind the rules reach for `facts` (None as build_for)."""
+    build = build_for(expert, facts)
+    return build[0] if build is not None else None
+
+
 def rank_questions(expert, workload, current_kind: str | None = None) -> list[Question]:
-    """Missing facts ranked by how many other recommendation kinds their answer could lead to; ties keep
-    the order of rules/facts.yaml."""
+    """Missing facts worth asking for - some value tried changes the build (kind, nodes, card, shape or precision)
+    - ranked by how many other recommendation kinds their answer could lead to; ties keep the order of
+    rules/facts.yaml. A fact no value of which changes the build is not asked (and keeps no answer provisional)."""
     workload = workload if isinstance(workload, Workload) else validate_facts(workload)
     ruleset = expert.ruleset
-    if current_kind is None:
-        current_kind = kind_for(expert, workload)
     known = workload.known()
     missing = missing_facts(workload, ruleset)
     if not missing:
         return []
     items = []
     with expert.kinds.around(workload):  # the probes share the derivation of the turn's facts
-        reached_by = {fact: [(value, kind_for(expert, {**known, fact: value})) for value in probe_values(expert, fact)]
+        current = build_for(expert, known)
+        reached_by = {fact: [(value, build_for(expert, {**known, fact: value})) for value in probe_values(expert, fact)]
                       for fact in missing}
+    if current_kind is None:
+        current_kind = current[0] if current else None
     for order, fact in enumerate(missing):
-        probes = [Probe(value=value, kind=kind) for value, kind in reached_by[fact] if kind is not None]
+        builds = [(value, build) for value, build in reached_by[fact] if build is not None]
+        if current is not None and all(build == current for _, build in builds):
+            continue  # every value tried leaves the build as it is: not worth asking
+        probes = [Probe(value=value, kind=build[0], nodes=build[1], gpu=build[2], precision=build[4])
+                  for value, build in builds]
         reached = {probe.kind for probe in probes}
         could = [k for k in KINDS if k in reached]
         alternatives = [k for k in could if k != current_kind]

@@ -181,7 +181,8 @@ def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvalu
     ranked = _ranked(workload, knowledge, ruleset, evaluator, every=True)
     chosen = ranked[0]
     facts = chosen.candidate.facts(known)
-    return SearchResult(chosen, facts, _assumed(chosen, known, ruleset), _switch_state(ranked, chosen, params),
+    state = {**_switch_state(ranked, chosen, params), **_nothing_works_state(ranked, params)}
+    return SearchResult(chosen, facts, _assumed(chosen, known, ruleset), state,
                         _alternatives(ranked, chosen, known, evaluator, policy, params))
 
 
@@ -224,8 +225,25 @@ def _switch_state(ranked: list[Judged], chosen: Judged, params) -> dict:
         return {}
     plan = named.plan
     state = {"named_build_switched": True, "named_gpu": named.candidate.gpu, "named_reason": _reason(named, params)}
+    if named.failing is not None:
+        state["named_test"] = named.failing.id
     for name, value in (("named_gpus_per_node", plan.gpus_per_node), ("named_kind", plan.kind),
                         ("named_nodes", plan.nodes)):
+        if value is not None:
+            state[name] = value
+    return state
+
+
+def _nothing_works_state(ranked: list[Judged], params) -> dict:
+    """closest_* when no build the search weighed works and the closest one is a plan Kentino would build: the
+    best-ranked, the test it fails and why (the rules then answer frontier work, saying how far it falls short)."""
+    if not ranked or any(item.works for item in ranked) or ranked[0].plan.kind == "frontier":
+        return {}  # something works; or the closest is frontier work already, in the rules' own words
+    closest = ranked[0]
+    state = {"no_build_works": True, "closest_gpu": closest.candidate.gpu, "closest_test": closest.failing.id,
+             "closest_reason": _reason(closest, params)}
+    for name, value in (("closest_nodes", closest.plan.nodes), ("closest_precision", closest.plan.precision),
+                        ("closest_gpus_per_node", closest.plan.gpus_per_node)):
         if value is not None:
             state[name] = value
     return state
@@ -278,7 +296,8 @@ def _alternative(judged: Judged, policy: SelectionPolicy, params) -> Alternative
     figure = DecidingFigure(name=name, value=values.get(name), unit=unit_of(name)) if name else None
     return Alternative(gpu=judged.candidate.gpu, gpus_per_node=_count(plan.gpus_per_node) or 0, kind=plan.kind,
                        nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why,
-                       time_to_result_days=plan.time_to_result_days)
+                       time_to_result_days=plan.time_to_result_days, figures=dict(plan.figures),
+                       fails=judged.failing.id if judged.failing is not None else None)
 
 
 def _count(value) -> int | None:

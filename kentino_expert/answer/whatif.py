@@ -97,26 +97,32 @@ class KindOracle:
         """The kind of the recommendation for these facts: the build search's pick when the rule set has a
         selection policy, else the rules' on the facts as given; raises KentinoError on facts that do not
         validate."""
+        return self.build_of(mapping)[0]
+
+    def build_of(self, mapping) -> tuple:
+        """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for these facts (as kind_of)."""
         return self._kinds.get_or_compute(flat_facts_key(mapping), lambda: self._uncached(mapping))
 
     def kinds_of(self, workload: Workload, probes) -> list:
-        """For each (fact, value) of `probes`: the kind for `workload`'s facts with that fact set, or the
-        exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
+        """For each (fact, value) of `probes`: the build (build_of) for `workload`'s facts with that fact set, or
+        the exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
         known = workload.known()
         out = []
         with self.around(workload):
             for fact, value in probes:
                 try:
-                    out.append(self.kind_of({**known, fact: value}))
+                    out.append(self.build_of({**known, fact: value}))
                 except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
                     out.append(exc)
         return out
 
-    def _uncached(self, mapping) -> str | None:
+    def _uncached(self, mapping) -> tuple:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
-            return pick(workload, self.knowledge, self.ruleset, self).plan.kind
-        return self.plan_of(workload.known()).kind
+            plan = pick(workload, self.knowledge, self.ruleset, self).plan
+        else:
+            plan = self.plan_of(workload.known())
+        return plan.kind, plan.nodes, plan.gpu, plan.gpus_per_node, plan.precision
 
     def close(self) -> None:
         self.engine.close()

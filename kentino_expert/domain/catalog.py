@@ -24,11 +24,11 @@ from ..sourcefiles import SourceFileError, read_source
 from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, location_of
 from ..yamlsrc import to_plain as _plain
 from .heuristics import read_heuristics
+from .latency_table import check_latency as _check_latency
 from .measurements import MEASUREMENTS_FILE, MeasurementSpec, read_measurements
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
 from .spec_model import Spec
-from .vocabulary import LATENCIES
 from .workload import fact_problem
 
 
@@ -210,6 +210,14 @@ class Knowledge(BaseModel):
             raise KnowledgeError("knowledge/latency.yaml: missing 'per_user_tokens_per_s'")
         return targets.get(latency)
 
+    def ttft_target_s(self, latency: str, prompt_tokens: float) -> float | None:
+        """Seconds to the first token a latency class allows a prompt of `prompt_tokens` (None: no bound): the
+        class's MLPerf limit for prompts up to the benchmark's input length, in proportion beyond it."""
+        limit = (self.latency.get("time_to_first_token_s") or {}).get(latency)
+        if limit is None:
+            return None
+        return limit * max(1.0, prompt_tokens / self.latency["ttft_reference_prompt_tokens"])
+
     def constant(self, *path: str):
         """A sizing constant by its path in sizing.yaml; a missing one is a KnowledgeError."""
         node = self.sizing
@@ -376,17 +384,3 @@ def _with_probes(knowledge: Knowledge, path: Path) -> Knowledge:
 
     probes = check_probes(data, path, resolve)
     return knowledge.model_copy(update={"probes": probes, "files": files})
-
-
-def _check_latency(data, path: Path) -> None:
-    """latency.yaml maps each latency class it bounds to a positive number of tokens/s per user."""
-    targets = data.get("per_user_tokens_per_s") if isinstance(data, dict) else None
-    if not isinstance(targets, dict):
-        raise KnowledgeError("expected a 'per_user_tokens_per_s:' mapping", location=Location(str(path), 1, 1))
-    for name, value in targets.items():
-        where = location_of(targets, name, str(path))
-        if name not in LATENCIES:
-            raise KnowledgeError(f"per_user_tokens_per_s: unknown latency class '{name}'", location=where)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
-            raise KnowledgeError(f"per_user_tokens_per_s.{name}: expected a positive number of tokens/s",
-                                 location=where)

@@ -23,8 +23,11 @@ DEADLINE_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                                      "(when not, nodes_for_deadline is the search's bound)"),
     "qlora_nodes_for_deadline": (NUMBER, "nodes", "nodes that meet deadline_days for a LoRA job run as QLoRA: "
                                                   "whole units of qlora_nodes, DP across the units"),
+    "deadline_unit_nodes": (NUMBER, "nodes", "nodes of each TP x PP unit of the plan that meets deadline_days: of the "
+                                             "unit sizes from training_nodes to max_ib_cluster_nodes, the one whose "
+                                             "whole units need the fewest nodes (training_nodes without a deadline)"),
 }
-DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline", "qlora_nodes_for_deadline"})
+DEADLINE_AT_LEAST_ONE = frozenset({"nodes_for_deadline", "qlora_nodes_for_deadline", "deadline_unit_nodes"})
 
 # computed after the rules, from the recommendation: in the answer's figures, not in the rules' namespace
 TIME_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
@@ -107,11 +110,15 @@ def units_for_deadline(deadline_days: float, one_unit_days: float, unit: int, gp
 
 
 def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec | None, knowledge: Knowledge,
-                     model=None) -> None:
-    """nodes_for_deadline, deadline_dp_efficiency and deadline_reachable for a training task with
-    training_tokens and deadline_days (added to `values`, figures.py's figures so far); for a LoRA job also
-    qlora_nodes_for_deadline, in units of the QLoRA state the rules may switch it to. `model` is the calibrated
-    scaling model when the caller has it."""
+                     model=None, largest_unit: int = 1) -> None:
+    """nodes_for_deadline, deadline_dp_efficiency, deadline_reachable and deadline_unit_nodes for a training task
+    with training_tokens and deadline_days (added to `values`, figures.py's figures so far): of the unit sizes from
+    the nodes the state needs up to `largest_unit` (max_ib_cluster_nodes), the one whose whole units need the fewest
+    nodes (a bigger TP x PP unit may meet a deadline two smaller ones would need more nodes for); for a LoRA job
+    also qlora_nodes_for_deadline, in units of the QLoRA state the rules may switch it to. `model` is the
+    calibrated scaling model when the caller has it."""
+    if "training_nodes" in values:
+        values["deadline_unit_nodes"] = int(values["training_nodes"])
     if "days_on_one_node" not in values or "deadline_days" not in facts or link is None:
         return
     model = model or calibrated_model(knowledge)
@@ -122,7 +129,12 @@ def deadline_figures(values: dict, facts: dict, gpu, gpus: int, link: LinkSpec |
         units = units_for_deadline(facts["deadline_days"], one, unit, gpus, model, intra, link)
         return None if units is None else units * unit
 
-    nodes = nodes_for(int(values.get("training_nodes", 1)))
+    smallest = int(values.get("training_nodes", 1))
+    found = [(nodes, unit) for unit in range(smallest, max(smallest, largest_unit) + 1)
+             if (nodes := nodes_for(unit)) is not None] if smallest > 1 else [(nodes_for(1), 1)]
+    found = [(nodes, unit) for nodes, unit in found if nodes is not None]
+    nodes, unit = min(found) if found else (None, smallest)
+    values["deadline_unit_nodes"] = unit
     values["deadline_reachable"] = nodes is not None
     # out of reach: the count is the search's bound itself, on every card and unit size, so neither a shorter
     # deadline nor a card with more memory (a smaller unit) ever names fewer nodes

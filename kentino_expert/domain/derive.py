@@ -1,12 +1,13 @@
 """From validated facts to the flat state the rules see: defaults applied, catalog ids resolved, then every figure."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import CatalogError
 from ..lang.semantics import truth_of
-from . import sizing
+from . import figures_serving, serving_lane, sizing
 from .catalog import Knowledge, ModelSpec
 from .figures import FIGURE_SPECS, Figure, compute_figures, figure_values
 from .state import flatten_facts
@@ -89,6 +90,9 @@ def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, paramete
     candidate), whose figures are taken instead of sizing them again."""
     facts, assumed = apply_defaults(flatten_facts(workload.known()), policies)
     model, gpu, link, catalog_assumed = resolve_catalog(facts, knowledge)
+    derived = littles_law(facts, model, gpu, knowledge, parameters)
+    if derived is not None:
+        catalog_assumed.append(derived)
     figures = _figures_of(sized, facts)
     if figures is None:
         figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
@@ -101,6 +105,7 @@ def derive_state(workload: Workload, knowledge: Knowledge, policies: Mapping, pa
     the rules start from, for what-if probes."""
     facts, _ = apply_defaults(flatten_facts(workload.known()), policies)
     model, gpu, link, _ = resolve_catalog(facts, knowledge)
+    littles_law(facts, model, gpu, knowledge, parameters)
     facts.update(figure_values(facts, model, gpu, link, knowledge, parameters))
     return facts
 
@@ -117,11 +122,35 @@ def _figures_of(sized: Mapping | None, facts: dict) -> dict | None:
 _ABSENT = object()
 
 
+def littles_law(facts: dict, model, gpu, knowledge: Knowledge, params: Mapping) -> Assumption | None:
+    """Requests in flight for a live service given a request rate and no concurrency (Little's law): the rate x the
+    time each request is in flight on the cheapest plan of the facts' card (the FP8 lane, or the 4-bit lane when FP8
+    weights do not fit; as many single-node replicas as the rate needs, each at its share). Added to `facts`."""
+    if facts.get("task") != "inference" or "concurrency" in facts or "context_tokens" not in facts \
+            or model is None or gpu is None or not facts.get("gpus_per_node") or "latency" not in facts:
+        return None
+    demand = serving_lane.demand_of(facts, knowledge)
+    if not demand.requests_per_s:
+        return None
+    gpus = int(facts["gpus_per_node"])
+    kv = facts.get("kv_cache_precision", "bf16")
+    for lane_name in figures_serving.SERVED:
+        precision = figures_serving.lane_precision(lane_name, gpu, facts)
+        load = figures_serving.serving_load(model, gpu, precision, facts["context_tokens"], knowledge, params, kv)
+        if load.weights_fit(gpus) or lane_name == figures_serving.SERVED[-1]:
+            break
+    found = serving_lane.lane(model, gpu, gpus, precision, load, demand, knowledge)
+    point = serving_lane.shared(found, serving_lane.replicas_needed(found, demand), demand, knowledge)
+    seconds = point.ttft_s + demand.output * point.tpot_s
+    facts["concurrency"] = max(1, min(10_000_000, math.ceil(demand.requests_per_s * seconds)))
+    return Assumption("concurrency", facts["concurrency"],
+                      f"Little's law: {demand.requests_per_s:,.4g} requests/s x {seconds:,.3g} s each is in flight "
+                      f"(its first token in {point.ttft_s:,.3g} s, then {demand.output:,.0f} tokens at "
+                      f"{point.per_user_tokens_per_s:,.3g} tokens/s) on {precision.upper()} replicas of {gpu.id}")
+
+
 def _sizing_assumptions(facts, knowledge) -> list[Assumption]:
     out = []
-    if "qps" in facts:
-        per_request = knowledge.constant("serving", "tokens_per_request")
-        out.append(Assumption("tokens_per_request", per_request, "to turn QPS into generated tokens/s"))
     target = knowledge.latency_target(facts["latency"]) if "latency" in facts else None
     if facts.get("task") in INFERENCE_TASKS and target is not None:
         out.append(Assumption("per_user_tokens_per_s", target,
@@ -130,12 +159,12 @@ def _sizing_assumptions(facts, knowledge) -> list[Assumption]:
                               "this is a throughput demand"))
     if facts.get("task") in TRAINING_TASKS:
         training = knowledge.constant("training")
-        out.append(Assumption("tokens_in_flight", training["tokens_in_flight"],
-                              "activation memory is sized for one 8k sequence in flight, split over the GPUs"))
         if facts["task"] in ("lora", "qlora"):
             out.append(Assumption("lora_rank", training["lora_rank"],
                                   "adapters of this rank on every linear layer (experts included) size the trainable "
                                   "state"))
         if "training_tokens" in facts:
-            out.append(Assumption("mfu", training["mfu"], "model FLOPs utilisation used for time to result"))
+            out.append(Assumption("mfu", training["mfu"], "model FLOPs utilisation of a tuned run on SXM cards (the "
+                                  "Llama 3 paper's 38-43% on H100); PCIe cards take the document's SXM penalty "
+                                  "(training_mfu in the figures)"))
     return out

@@ -44,8 +44,8 @@ MEMORY_FRACTION = ParameterRange(0, 1, above_low=True, what="a fraction")
 SIZING_PARAMETER_RANGES = {
     "weights_fraction_max": MEMORY_FRACTION, "workload_fraction_max": MEMORY_FRACTION,
     "training_fraction_max": MEMORY_FRACTION, "min_multi_nodes": NODE_COUNT, "max_ib_cluster_nodes": NODE_COUNT,
-    "full_node_gpus": GPU_COUNT}
-OPTIONAL_SIZING_PARAMETERS = ("full_node_gpus",)
+    "full_node_gpus": GPU_COUNT, "document_speed_quote": ParameterRange(0, 1, whole=True, what="0 or 1")}
+OPTIONAL_SIZING_PARAMETERS = ("full_node_gpus", "document_speed_quote")
 SIZING_PARAMETERS = tuple(name for name in SIZING_PARAMETER_RANGES if name not in OPTIONAL_SIZING_PARAMETERS)
 
 SHARDINGS = ("none", "fsdp")  # training state kept whole on every GPU (DDP), or sharded (FSDP / ZeRO-3)
@@ -64,7 +64,14 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "weights_gb_fp8": (NUMBER, "GB", "weights at FP8 (embedding and LM head in BF16)"),
     "weights_gb_int4": (NUMBER, "GB", "weights at INT4: AWQ group-128 with scales and zeros, embedding and LM head "
                                       "in BF16 (a native MXFP4 checkpoint as it ships)"),
+    "weights_gb_fp4": (NUMBER, "GB", "weights at FP4: NVFP4 (4-bit values, an FP8 scale per 16), embedding and LM "
+                                     "head in BF16 (a native MXFP4 checkpoint as it ships); served on cards with FP4 "
+                                     "tensor cores only"),
     "weights_fraction_bf16": (NUMBER, "of node VRAM", "BF16 weights / node VRAM"),
+    "weights_fraction_fp4": (NUMBER, "of node VRAM", "FP4 weights / node VRAM"),
+    "four_bit_precision": (enum_of(("int4", "fp4")), "", "the 4-bit lane's format on this card (the `_int4` serving "
+                           "figures): fp4 where the card has FP4 tensor cores (unless INT4 was asked for), else int4 "
+                           "(AWQ W4A16)"),
     "weights_fraction_fp8": (NUMBER, "of node VRAM", "FP8 weights / node VRAM"),
     "weights_fraction_int4": (NUMBER, "of node VRAM", "INT4 weights / node VRAM"),
     "kv_bytes_per_token": (NUMBER, "bytes", "KV cache per token (all layers, no TP replication)"),
@@ -95,11 +102,11 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "gpu_memory_gb_int4": (NUMBER, "GB", "the same at INT4 and tp_int4"),
     "gpu_memory_fraction_fp8": (NUMBER, "of card memory", "gpu_memory_gb_fp8 / card memory"),
     "gpu_memory_fraction_int4": (NUMBER, "of card memory", "gpu_memory_gb_int4 / card memory"),
-    "decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the bandwidth bound of one user's decode on a "
-                                        "single-node FP8 replica at tp_fp8 holding its share of the requests: the "
-                                        "card's bandwidth / (active weights / TP + the requests' KV per rank)"),
-    "decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4 and tp_int4 (W4A16 reads "
-                                         "like FP8)"),
+    "decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "tokens/s each user sees on the single-node "
+        "FP8 replicas that carry the demand (replicas_needed_fp8 nodes of tp_fp8 replicas, each at its share of the "
+        "requests or the request rate): 1 / the time per output token of the serving model (docs/answers.md); by "
+        "the document's quote, the bandwidth bound of a replica at its batch"),
+    "decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same in the 4-bit lane at tp_int4"),
     "unit_decode_ceiling_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the same bound on a TP x PP unit over "
                                              "nodes (TP = gpus_per_node) holding every request"),
     "unit_decode_ceiling_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same at INT4"),
@@ -111,25 +118,52 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "demand_units_fp8": (NUMBER, "units", "units of demand_unit_nodes_fp8 nodes, each holding its share of the "
                          "concurrent requests, that carry replicas_needed_fp8"),
     "demand_units_int4": (NUMBER, "units", "the same at INT4"),
-    "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "aggregate tokens/s of one node at FP8: generated tokens (decode); "
-                              "for batch-inference, corpus tokens with generated_share at decode speed and the "
-                              "rest at prefill speed"),
-    "node_tokens_per_s_int4": (NUMBER, "tokens/s", "the same at INT4"),
-    "node_prefill_tokens_per_s_fp8": (NUMBER, "tokens/s", "prompt tokens/s of one node at FP8: 2 x active "
-                                      "parameters FLOPs per token at the FP8 peak x the prefill MFU"),
-    "node_prefill_tokens_per_s_int4": (NUMBER, "tokens/s", "prompt tokens/s of one node at INT4 (W4A16: BF16 peak)"),
+    "node_tokens_per_s_fp8": (NUMBER, "tokens/s", "generated tokens/s one node gives at FP8 while each of its "
+        "requests keeps the latency class's per-user speed and first-token time (the serving model: its replicas of "
+        "tp_fp8 GPUs each holding requests_in_target_per_node_fp8 / replicas, prefills included); for "
+        "batch-inference, corpus tokens with generated_share at that speed and the rest at prefill speed"),
+    "node_tokens_per_s_int4": (NUMBER, "tokens/s", "the same in the 4-bit lane"),
+    "node_prefill_tokens_per_s_fp8": (NUMBER, "tokens/s", "prompt tokens/s one node computes at FP8 when it does "
+        "nothing else: its replicas' linear layers at the FP8 peak and attention at the BF16 peak, x the prefill "
+        "efficiency, with the TP all-reduces"),
+    "node_prefill_tokens_per_s_int4": (NUMBER, "tokens/s", "the same in the 4-bit lane (INT4 W4A16 at the BF16 "
+        "peak, FP4 at the FP4 peak)"),
+    "ttft_target_s": (NUMBER, "s", "time to the first token the latency class allows a prompt of prompt_tokens "
+                      "(MLPerf's limit for its prompts of up to 1,024 tokens, in proportion beyond: "
+                      "knowledge/latency.yaml)"),
+    "speed_basis": (enum_of(("serving-model", "document")), "", "what sized the speeds: the serving model calibrated "
+                    "on published measurements, or the document's 500-2,000 tokens/s per node (the policy's "
+                    "document_speed_quote)"),
+    "demand_requests_per_s": (NUMBER, "requests/s", "the request rate asked: qps, or tokens_per_s / output_tokens"),
+    "requests_in_target_per_node_fp8": (NUMBER, "requests", "requests one node holds at FP8 while each keeps the "
+                                        "latency class's per-user speed and first-token time (memory allowing)"),
+    "requests_in_target_per_node_int4": (NUMBER, "requests", "the same in the 4-bit lane"),
+    "target_reachable_fp8": (BOOL, "", "one request alone decodes at the latency class's targets on this card at FP8 "
+                             "(else no count of replicas gives a user that speed)"),
+    "target_reachable_int4": (BOOL, "", "the same in the 4-bit lane"),
+    "single_user_tokens_per_s_fp8": (NUMBER, "tokens/s per user", "the fastest one user is served at FP8: one request "
+                                     "alone on a replica of tp_fp8 GPUs"),
+    "single_user_tokens_per_s_int4": (NUMBER, "tokens/s per user", "the same in the 4-bit lane"),
     "latency_target_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each user must see in the latency "
                                     "class (knowledge/latency.yaml, from MLPerf's time-per-output-token limits)"),
     "latency_demand_tokens_per_s": (NUMBER, "tokens/s", "concurrency x latency_target_tokens_per_s: the decode "
                                     "every user at the latency target needs"),
-    "latency_nodes_fp8": (NUMBER, "nodes", "nodes whose FP8 decode gives each concurrent user the latency target: "
-                          "latency_demand_tokens_per_s / node_tokens_per_s_fp8, rounded up"),
-    "latency_nodes_int4": (NUMBER, "nodes", "the same at INT4"),
-    "demand_tokens_per_s": (NUMBER, "tokens/s", "throughput the workload asks for: the largest of the stated "
-                            "tokens/s, QPS x tokens per request, the corpus over the deadline and the latency demand"),
-    "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that sustain the demand"),
-    "replicas_needed_int4": (NUMBER, "replicas", "single-node INT4 replicas that sustain the demand"),
+    "latency_nodes_fp8": (NUMBER, "nodes", "nodes that hold every concurrent request at FP8 within the latency "
+        "class: concurrency / requests_in_target_per_node_fp8, rounded up"),
+    "latency_nodes_int4": (NUMBER, "nodes", "the same in the 4-bit lane"),
+    "demand_tokens_per_s": (NUMBER, "tokens/s", "generated tokens/s the workload asks for: the largest of the "
+        "stated tokens/s, the request rate x output_tokens, the corpus over the deadline and the latency demand"),
+    "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the requests in flight within "
+        "the latency class and carry the request rate and any other token demand (a corpus over a deadline)"),
+    "replicas_needed_int4": (NUMBER, "replicas", "the same in the 4-bit lane"),
     "batch_days_one_node": (NUMBER, "days", "days one node needs for the corpus"),
+    "activation_checkpointing": (BOOL, "", "activations are recomputed in the backward pass (each layer's input kept): "
+                                 "on when one sequence's full activations would take over half a GPU's training "
+                                 "limit; PEFT recipes always checkpoint"),
+    "training_mfu": (NUMBER, "of peak", "model FLOPs utilisation the time to result assumes on this card: the "
+                     "tuned-SXM MFU, divided on a PCIe card by the document's SXM penalty (H-SXM-PENALTY)"),
+    "training_precision": (enum_of(("bf16", "fp8")), "", "the precision training computes in: fp8 when asked for "
+                           "(every card of the catalog has FP8 tensor cores), else bf16"),
     "training_state_gb": (NUMBER, "GB", "resident training state of the whole job (weights, grads, optimizer, "
                           "activations; PEFT: frozen base, adapters, activations, logits)"),
     "training_state_fraction": (NUMBER, "of node VRAM", "training state / node VRAM"),
@@ -153,8 +187,8 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                                          "busiest GPU of one full node holding every request / card memory"),
     "full_node_training_fraction": (NUMBER, "of card memory", "training state of each GPU of one full node / card "
                                     "memory"),
-    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens"),
-    "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at the stated MFU"),
+    "training_compute_zflop": (NUMBER, "ZFLOP", "training compute, 6 x active params x tokens (model FLOPs)"),
+    "training_gpu_months": (NUMBER, "GPU-months", "GPU-months on this card at training_mfu"),
     "days_on_one_node": (NUMBER, "days", "time to result on one node"),
     "days_on_plan": (NUMBER, "days", "time to result on the scale-out plan"),
     "intra_node_bandwidth_gbs": (NUMBER, "GB/s", "GPU-to-GPU bandwidth inside the box"),
@@ -192,10 +226,20 @@ PLAN_FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "plan_gpu_gathered_gb": (NUMBER, "GB", "training under FSDP / ZeRO-3: the largest module gathered whole"),
     "plan_gpu_activations_gb": (NUMBER, "GB", "training: each GPU's share of the activations of the tokens in "
                                 "flight"),
-    "per_user_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each concurrent request sees on the plan: "
-                              "its nodes' aggregate tokens/s / concurrency, at most the bandwidth bound of its TP x "
-                              "PP group at its batch (active weights / TP + the batch's KV per rank, read at the "
-                              "card's memory bandwidth every step) (inference plans)"),
+    "plan_gpu_memory_limit": (NUMBER, "of card memory", "the share of each card the policy allows the plan: "
+                              "workload_fraction_max for serving, training_fraction_max for training"),
+    "per_user_tokens_per_s": (NUMBER, "tokens/s per user", "decode speed each request sees on the plan: 1 / the time "
+                              "per output token of the serving model for each replica (or TP x PP unit) at its share "
+                              "of the requests in flight or of the request rate, prefills included (serving plans)"),
+    "output_tokens_per_s": (NUMBER, "tokens/s", "generated tokens/s the plan gives at that load: all its replicas "
+                            "(serving plans)"),
+    "time_to_first_token_s": (NUMBER, "s", "seconds from a request to its first token on the plan: its prompt's "
+                              "prefill and the wait behind the others' (serving plans)"),
+    "concurrency_in_flight": (NUMBER, "requests", "requests in flight on the plan: the stated concurrency, or the "
+                              "request rate x the time each is in flight (Little's law, serving plans)"),
+    "plan_efficiency": (NUMBER, "per GPU", "training: the plan's per-GPU efficiency, TP inside one node, or over nodes "
+                        "its time against the same work spread perfectly over them (before the rules decide, the "
+                        "projection of the scale-out unit goes by this name)"),
 }
 
 FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extremes the largest is ~1e17

@@ -17,8 +17,9 @@ from .figure_specs import (
     Figure,
     figure_range,
 )
+from .figures_training import training_figures, training_load_of
 from .scaling import calibrated_model
-from .vocabulary import INFERENCE_TASKS, PRECISIONS, TRAINING_TASKS
+from .vocabulary import INFERENCE_TASKS, PRECISIONS
 
 __all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS",
            "SIZING_PARAMETER_RANGES", "Figure", "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure"]
@@ -52,7 +53,7 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
     loads = _loads_of(model, gpu, knowledge, params) if model is not None and card else (lambda facts: {})
     steps = []
     if card:
-        steps.append(lambda values, facts: _card_figures(values, gpu, gpus))
+        steps.append(lambda values, facts: _card_figures(values, facts, gpu, gpus))
     if model is not None:
         steps.append(lambda values, facts: _model_figures(values, model))
         if card:  # the card figures give node_vram_gb, which the sizing divides by
@@ -62,7 +63,8 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
         scaling = calibrated_model(knowledge)
         steps.append(lambda values, facts: _scaling_figures(values, facts, gpu, gpus, link, knowledge, params,
                                                             scaling))
-        steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge, scaling))
+        steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge, scaling,
+                                                            int(params["max_ib_cluster_nodes"])))
         steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
         steps.append(lambda values, facts: _int4_unit_scaling(values, gpu, gpus, link, knowledge, params, scaling))
         if model is not None:
@@ -102,22 +104,20 @@ def _node_steps(model, gpu, gpus, knowledge, params, loads) -> list:
         if _serves(facts):
             figures_serving.memory_figures(values, facts, model, gpu, gpus, knowledge, loads(facts))
 
-    rates = figures_serving.node_rates(model, gpu, gpus, knowledge)
-
     def throughput(values, facts):
         if _serves(facts) and "latency" in facts:
-            figures_serving.throughput_figures(values, facts, knowledge, rates)
+            figures_serving.throughput_figures(values, facts, model, gpu, gpus, knowledge, params, loads(facts))
 
     def replicas(values, facts):
         if _serves(facts):
             figures_serving.replica_figures(values, facts, loads(facts), gpu, gpus)
 
     def full_node(values, facts):
-        training = _training_load(facts.get("task"), model, gpu, knowledge, params)
+        training = training_load_of(facts, model, gpu, knowledge, params)
         _full_node_figures(values, facts, gpu, gpus, loads(facts), training, params)
 
     return [lambda values, facts: _weights_figures(values, model, knowledge), memory, throughput, replicas,
-            lambda values, facts: _training_figures(values, facts, model, gpu, gpus, knowledge, params), full_node]
+            lambda values, facts: training_figures(values, facts, model, gpu, gpus, knowledge, params), full_node]
 
 
 def _serves(facts) -> bool:
@@ -130,7 +130,8 @@ def _loads_of(model, gpu, knowledge, params):
     kept: dict = {}
 
     def loads(facts) -> dict:
-        key = (facts.get("task"), "concurrency" in facts, facts.get("context_tokens"))
+        key = (facts.get("task"), "concurrency" in facts, facts.get("context_tokens"), facts.get("precision"),
+               facts.get("kv_cache_precision"))
         found = kept.get(key)
         if found is None:
             if len(kept) >= 64:
@@ -144,8 +145,10 @@ def _serving_loads(facts, model, gpu, knowledge, params) -> dict:
     """The serving loads by precision of an inference workload ({} otherwise)."""
     if not _serves(facts):
         return {}
-    return {p: figures_serving.serving_load(model, gpu, p, facts["context_tokens"], knowledge, params)
-            for p in figures_serving.SERVED}
+    kv = facts.get("kv_cache_precision", "bf16")
+    return {lane: figures_serving.serving_load(model, gpu, figures_serving.lane_precision(lane, gpu, facts),
+                                               facts["context_tokens"], knowledge, params, kv)
+            for lane in figures_serving.SERVED}
 
 
 def checked_figure(name: str, value, specs: dict = FIGURE_SPECS) -> Figure:
@@ -187,9 +190,10 @@ def _rounded(value: float) -> float:
     return rounded
 
 
-def _card_figures(values, gpu, gpus):
+def _card_figures(values, facts, gpu, gpus):
     values.update(gpu_memory_gb=gpu.memory_gb, gpu_nvlink=gpu.nvlink, gpu_form_factor=gpu.form_factor,
-                  gpu_kentino_ships=gpu.kentino_ships, node_vram_gb=sizing.node_vram_gb(gpu, gpus))
+                  gpu_kentino_ships=gpu.kentino_ships, node_vram_gb=sizing.node_vram_gb(gpu, gpus),
+                  four_bit_precision=figures_serving.four_bit_precision(gpu, facts))
 
 
 def _weights_figures(values, model, knowledge):
@@ -214,49 +218,6 @@ def _full_node_figures(values, facts, gpu, gpus, loads, training, params):
         limit = params["training_fraction_max"] * gpu.memory_gb
         per_gpu = training.gpu_gb(full, pergpu.training_sharding(training, full, limit))
         values["full_node_training_fraction"] = per_gpu / gpu.memory_gb
-
-
-def _training_load(task, model, gpu, knowledge, params) -> pergpu.TrainingLoad | None:
-    """The training job's memory as the plan lays it out (None for inference)."""
-    if task not in TRAINING_TASKS:
-        return None
-    limit = params["training_fraction_max"] * gpu.memory_gb
-    return pergpu.laid_out(pergpu.training_load(task, model, knowledge.sizing), limit, knowledge.sizing["training"])
-
-
-def _training_figures(values, facts, model, gpu, gpus, knowledge, params) -> None:
-    task = facts.get("task")
-    load = _training_load(task, model, gpu, knowledge, params)
-    if load is None:
-        return
-    limit = params["training_fraction_max"] * gpu.memory_gb
-    sharding = pergpu.training_sharding(load, gpus, limit)
-    values["training_state_gb"] = load.total_gb
-    values["training_state_fraction"] = load.total_gb / values["node_vram_gb"]
-    values["training_sharding"] = sharding
-    values["training_gpu_state_gb"] = load.gpu_gb(gpus, sharding)
-    values["training_gpu_fraction"] = values["training_gpu_state_gb"] / gpu.memory_gb
-    nodes = pergpu.training_nodes(load, gpus, limit)
-    values["training_sharding_at_nodes"] = sharding if nodes == 1 else pergpu.SHARDED
-    if nodes is not None:  # absent when no count of nodes holds the job (its largest module overflows a GPU)
-        values["training_nodes"] = nodes
-        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, values["training_sharding_at_nodes"])
-    if task == "lora":  # what the same job needs as QLoRA: the rules may switch to it
-        qlora = pergpu.laid_out(pergpu.training_load("qlora", model, knowledge.sizing), limit, knowledge.sizing["training"])
-        values["qlora_state_gb"] = qlora.total_gb
-        values["qlora_state_fraction"] = qlora.total_gb / values["node_vram_gb"]
-        values["qlora_sharding"] = pergpu.training_sharding(qlora, gpus, limit)
-        qlora_nodes = pergpu.training_nodes(qlora, gpus, limit)
-        if qlora_nodes is not None:
-            values["qlora_nodes"] = qlora_nodes
-    if "training_tokens" in facts:
-        training = knowledge.constant("training")
-        # a mixture-of-experts model computes with its active parameters only (6 N_active D)
-        flops = sizing.training_compute_flops(model.active_b, facts["training_tokens"], training["flops_per_param_token"])
-        months = sizing.gpu_months(flops, gpu, training["mfu"], training["seconds_per_month"])
-        values["training_compute_zflop"] = flops / 1e21
-        values["training_gpu_months"] = months
-        values["days_on_one_node"] = months * 30 / gpus
 
 
 def _scaling_figures(values, facts, gpu, gpus, link, knowledge, params, model):

@@ -1,35 +1,49 @@
-"""The serving figures: KV cache, memory per GPU and in-node TP per precision, node capacity, throughput
-(decode, prefill, a batch corpus's blend), the latency class's per-user target as a demand, and replicas."""
+"""The serving figures: KV cache, memory per GPU and in-node TP per precision, node capacity, throughput (decode and
+prefill from the serving model, a batch corpus's blend), the latency class's per-user target as a demand, and
+replicas. The `_int4` figures are the 4-bit lane: INT4 (AWQ, W4A16), or FP4 (NVFP4, or the model's own MXFP4) on a
+card with FP4 tensor cores; `four_bit_precision` names which."""
 from __future__ import annotations
 
 import math
 
-from . import pergpu, sizing
+from . import pergpu, serving_lane, sizing
+from . import serving_model as physics
 from .catalog import GpuSpec, Knowledge, ModelSpec
 
-SERVED = ("fp8", "int4")  # the precisions inference is sized at
+SERVED = ("fp8", "int4")  # the lanes inference is sized in: FP8, and the 4-bit lane
+SPEED_BASES = ("serving-model", "document")  # what sized the speeds (the policy's document_speed_quote)
+
+
+def four_bit_precision(gpu: GpuSpec, facts: dict) -> str:
+    """The 4-bit lane's format on `gpu`: FP4 where the card has FP4 tensor cores, unless the buyer asked for INT4."""
+    return "fp4" if gpu.fp4_dense_tflops is not None and facts.get("precision") != "int4" else "int4"
+
+
+def lane_precision(lane: str, gpu: GpuSpec, facts: dict) -> str:
+    """The precision a lane computes at: the 4-bit lane's format on this card, else the lane's own."""
+    return four_bit_precision(gpu, facts) if lane == "int4" else lane
 
 
 def serving_load(model: ModelSpec, gpu: GpuSpec, precision: str, context_tokens: int, knowledge: Knowledge,
-                 params: dict) -> pergpu.ServingLoad:
+                 params: dict, kv_precision: str = "bf16") -> pergpu.ServingLoad:
     """One precision's serving problem on `gpu` with the headroom and workload limits of the rules."""
     constants = knowledge.sizing
     return pergpu.ServingLoad(
         model=model, weights_gb=sizing.weights_gb(model, precision, constants), context_tokens=context_tokens,
-        kv_bytes=constants["kv_cache_bytes"], card_gb=gpu.memory_gb,
+        kv_bytes=constants["precision_bytes"][kv_precision], card_gb=gpu.memory_gb,
         overhead_gb=knowledge.constant("serving", "runtime_overhead_fraction") * gpu.memory_gb,
         weights_max=params["weights_fraction_max"], workload_max=params["workload_fraction_max"],
-        # W4A16 decodes no faster than FP8 (int4_speedup_vs_fp8 in knowledge/sizing.yaml): it reads like FP8
-        decode_gb=sizing.decode_bytes_gb(model, "fp8" if precision == "int4" else precision, constants),
+        # the document's calibration (document_speed_quote) reads W4A16 like FP8
+        decode_gb=sizing.decode_bytes_gb(model, "fp8" if precision in ("int4", "fp4") else precision, constants),
         bandwidth_gbs=gpu.memory_bandwidth_gbs)
 
 
 def memory_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge,
                    loads: dict) -> None:
     """KV cache, the single-node workload per GPU, the TP x PP unit and the node's request capacity, from the
-    serving loads by precision (serving_load at the facts' context)."""
+    serving loads by lane (serving_load at the facts' context)."""
     concurrency, context = facts["concurrency"], facts["context_tokens"]
-    kv_bytes = knowledge.sizing["kv_cache_bytes"]
+    kv_bytes = knowledge.sizing["precision_bytes"][facts.get("kv_cache_precision", "bf16")]
     values["kv_bytes_per_token"] = sizing.kv_cache_bytes_per_token(model, kv_bytes)
     values["kv_cache_gb"] = sizing.kv_cache_gb(model, concurrency, context, kv_bytes)
     for precision in SERVED:
@@ -42,62 +56,95 @@ def memory_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gp
             values[f"replicas_for_concurrency_{precision}"] = math.ceil(concurrency / capacity)
 
 
-def node_rates(model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge):
-    """`rates(precision, latency)`: one node's (decode, prefill) tokens/s, kept once worked out (they read
-    neither the requests nor the demand, which the what-if probes of a turn change)."""
-    kept: dict = {}
-
-    def rates(precision: str, latency: str) -> tuple[float, float]:
-        found = kept.get((precision, latency))
-        if found is None:
-            found = kept[(precision, latency)] = (
-                sizing.serving_tokens_per_s(model, gpu, gpus, precision, latency, knowledge),
-                sizing.prefill_tokens_per_s(model, gpu, gpus, precision, knowledge))
-        return found
-    return rates
+def document_quote(params: dict) -> bool:
+    """Whether the policy sizes speeds by the document's "500-2,000 tokens/s per node at 70B FP8" (a conservative
+    quote) instead of the serving model."""
+    return bool(params.get("document_speed_quote", 0))
 
 
-def throughput_figures(values: dict, facts: dict, knowledge: Knowledge, rates) -> None:
-    """Tokens/s of one node (`rates`: node_rates), the demand (stated, from QPS, from a corpus and deadline,
-    from the latency class's per-user target) and the single-node replicas that sustain it."""
-    batch = facts.get("task") == "batch-inference"
-    for precision in SERVED:
-        decode, prefill = rates(precision, facts["latency"])
-        values[f"node_prefill_tokens_per_s_{precision}"] = prefill
-        share = facts.get("generated_share")
-        values[f"node_tokens_per_s_{precision}"] = (
-            sizing.corpus_tokens_per_s(decode, prefill, share) if batch and share is not None else decode)
+def throughput_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, gpus: int, knowledge: Knowledge,
+                       params: dict, loads: dict) -> None:
+    """Tokens/s of one node by lane at the latency class, the demand (stated, from QPS, from a corpus and
+    deadline, from the latency class's per-user target) and the single-node replicas that carry it."""
     target = knowledge.latency_target(facts["latency"])
-    if target is not None and "concurrency" in facts:
+    if target is not None:
         values["latency_target_tokens_per_s"] = target
         values["latency_demand_tokens_per_s"] = facts["concurrency"] * target
-    demand = _demand_tokens_per_s(facts, knowledge, values.get("latency_demand_tokens_per_s"))
-    if demand is not None:
-        values["demand_tokens_per_s"] = demand
+    demand = serving_lane.demand_of(facts, knowledge)
+    if demand.ttft_target_s is not None:
+        values["ttft_target_s"] = demand.ttft_target_s
+    values["speed_basis"] = SPEED_BASES[1] if document_quote(params) else SPEED_BASES[0]
+    tokens = _demand_tokens_per_s(facts, demand, values.get("latency_demand_tokens_per_s"))
+    if tokens is not None:
+        values["demand_tokens_per_s"] = tokens
+    if demand.requests_per_s:
+        values["demand_requests_per_s"] = demand.requests_per_s
     for precision in SERVED:
-        per_node = values[f"node_tokens_per_s_{precision}"]
-        values[f"replicas_needed_{precision}"] = sizing.replicas_needed(demand, per_node)
-        if "latency_demand_tokens_per_s" in values:
-            values[f"latency_nodes_{precision}"] = sizing.replicas_needed(values["latency_demand_tokens_per_s"],
-                                                                          per_node)
+        if document_quote(params):
+            _document_lane(values, facts, model, gpu, gpus, precision, knowledge)
+        else:
+            _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, loads[precision], demand)
     if "corpus_tokens" in facts:
         values["batch_days_one_node"] = facts["corpus_tokens"] / values["node_tokens_per_s_fp8"] / 86400
 
 
-def _demand_tokens_per_s(facts: dict, knowledge: Knowledge, latency_demand: float | None) -> float | None:
+def _demand_tokens_per_s(facts: dict, demand, latency_demand: float | None) -> float | None:
+    """The largest generated-tokens demand the facts state or imply."""
     demands = [] if latency_demand is None else [latency_demand]
     if "tokens_per_s" in facts:
         demands.append(facts["tokens_per_s"])
-    if "qps" in facts:
-        demands.append(facts["qps"] * knowledge.constant("serving", "tokens_per_request"))
+    if demand.requests_per_s:
+        demands.append(demand.requests_per_s * demand.output)
     if "corpus_tokens" in facts and "deadline_days" in facts:
         demands.append(facts["corpus_tokens"] / (facts["deadline_days"] * 86400))
     return max(demands) if demands else None
 
 
+def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, demand) -> None:
+    """A lane's figures from the serving model: its TP, the requests and tokens/s of one node within the latency
+    class, prefill, the replicas the demand needs and each user's speed on them."""
+    found = serving_lane.lane(model, gpu, gpus, lane_precision(precision, gpu, facts), load, demand, knowledge)
+    engine = serving_lane.engine_of(knowledge)
+    prefill = physics.prefill_work_seconds(found.unit, demand.prompt, engine)
+    values[f"node_prefill_tokens_per_s_{precision}"] = found.groups * demand.prompt / prefill
+    values[f"requests_in_target_per_node_{precision}"] = found.node_requests
+    values[f"tp_{precision}"] = found.tp
+    values[f"target_reachable_{precision}"] = found.reachable
+    values[f"single_user_tokens_per_s_{precision}"] = found.single.per_user_tokens_per_s
+    if facts.get("task") == "batch-inference" and facts.get("generated_share") is not None:
+        decode = found.node_tokens_per_s
+        values[f"node_tokens_per_s_{precision}"] = sizing.corpus_tokens_per_s(
+            decode, values[f"node_prefill_tokens_per_s_{precision}"], facts["generated_share"])
+    else:
+        values[f"node_tokens_per_s_{precision}"] = found.node_tokens_per_s
+    corpus = facts["corpus_tokens"] / (facts["deadline_days"] * 86400) if "corpus_tokens" in facts and \
+        "deadline_days" in facts else None
+    needed = serving_lane.replicas_needed(found, demand, corpus)
+    values[f"replicas_needed_{precision}"] = needed
+    if "latency_demand_tokens_per_s" in values:
+        values[f"latency_nodes_{precision}"] = max(1, math.ceil(facts["concurrency"] / found.node_requests))
+    point = serving_lane.shared(found, needed, demand, knowledge)
+    values[f"decode_ceiling_tokens_per_s_{precision}"] = point.per_user_tokens_per_s
+
+
+def _document_lane(values, facts, model, gpu, gpus, precision, knowledge) -> None:
+    """A lane's figures by the document's calibration (500-2,000 tokens/s per 8-GPU node at 70B FP8, scaled by the
+    bytes a token reads and the node's bandwidth): the policy's conservative quote."""
+    decode = sizing.serving_tokens_per_s(model, gpu, gpus, "fp8" if precision == "int4" else precision,
+                                         facts["latency"], knowledge)
+    prefill = sizing.prefill_tokens_per_s(model, gpu, gpus, precision, knowledge)
+    values[f"node_prefill_tokens_per_s_{precision}"] = prefill
+    batch = facts.get("task") == "batch-inference" and facts.get("generated_share") is not None
+    per_node = sizing.corpus_tokens_per_s(decode, prefill, facts["generated_share"]) if batch else decode
+    values[f"node_tokens_per_s_{precision}"] = per_node
+    values[f"replicas_needed_{precision}"] = sizing.replicas_needed(values.get("demand_tokens_per_s"), per_node)
+    if "latency_demand_tokens_per_s" in values:
+        values[f"latency_nodes_{precision}"] = sizing.replicas_needed(values["latency_demand_tokens_per_s"], per_node)
+
+
 def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: int) -> None:
-    """Replicas that both hold the requests and sustain the demand, then each replica's in-node TP and the
-    memory of its GPUs at its share of the requests."""
+    """Replicas that both hold the requests and sustain the demand, then each replica's in-node TP (the lane's,
+    chosen for the latency class, at least what memory needs) and the memory of its GPUs at its share."""
     for precision, load in loads.items():
         requests = facts["concurrency"]
         if f"replicas_for_concurrency_{precision}" in values:
@@ -105,11 +152,12 @@ def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: 
                            values[f"replicas_for_concurrency_{precision}"])
             values[f"dp_replicas_{precision}"] = replicas
             requests = math.ceil(requests / replicas)
-        tp = pergpu.in_node_tp(load, gpus, requests) or gpus
+        tp = max(pergpu.in_node_tp(load, gpus, requests) or gpus, values.get(f"tp_{precision}", 1))
         per_group = pergpu.requests_per_group(requests, gpus, tp)
         memory = load.gpu_gb(tp, 1, per_group)
         values[f"tp_{precision}"] = tp
-        values[f"decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(tp, 1, per_group)
+        if f"decode_ceiling_tokens_per_s_{precision}" not in values:  # the document's quote: the bandwidth bound
+            values[f"decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(tp, 1, per_group)
         values[f"gpu_memory_gb_{precision}"] = memory
         values[f"gpu_memory_fraction_{precision}"] = memory / gpu.memory_gb
 

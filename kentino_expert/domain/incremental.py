@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..lang import nodes
 from .catalog import Knowledge
-from .derive import apply_defaults, resolve_catalog
+from .derive import apply_defaults, littles_law, resolve_catalog
 from .figures import _checked, figure_groups
 from .state import FACT_TYPES, flatten_facts
 from .workload import Workload
@@ -121,6 +121,7 @@ def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping,
     facts, _ = apply_defaults(given, policies)
     catalog = Recorder(facts)
     model, gpu, link, _ = resolve_catalog(catalog, knowledge)
+    littles_law(catalog, model, gpu, knowledge, parameters)  # what it reads is fixed: a probe of it derives anew
     facts = dict(dict.items(catalog))  # dict's own items: copying is not a read of the lookup
     groups = figure_groups(facts, model, gpu, link, knowledge, parameters)
     values, steps = {}, []

@@ -149,52 +149,62 @@ def smallest_unit(load: ServingLoad, gpus: int) -> int:
 
 @dataclass(frozen=True)
 class TrainingLoad:
-    """A training job's memory: what sharding divides, what each GPU's tokens hold, what ZeRO-3 gathers."""
+    """A training job's memory: what sharding divides, what each GPU's own micro-batch holds, what ZeRO-3 gathers."""
 
     states_gb: float  # weights, gradients and optimizer states (PEFT: the frozen base and the adapters)
-    tokens_gb: float  # activations (and PEFT logits) of all the tokens in flight, split over the GPUs
+    tokens_gb: float  # activations (and PEFT logits) of one sequence: each data-parallel GPU holds its own
     gathered_gb: float  # the largest module, gathered whole on each GPU under FSDP / ZeRO-3
+    checkpointing: bool = False  # activations recomputed in the backward pass (only the layers' inputs kept)
+    checkpointed_gb: float | None = None  # tokens_gb with activation checkpointing (None: already, or no such)
 
     @property
     def total_gb(self) -> float:
         return self.states_gb + self.tokens_gb
 
-    def gpu_parts(self, gpus_total: int, sharding: str) -> dict:
-        """gpu_gb's parts: {"states", "gathered", "activations"} in GB (gathered: only when sharded)."""
+    def gpu_parts(self, gpus_total: int, sharding: str, tp: int = 1) -> dict:
+        """gpu_gb's parts: {"states", "gathered", "activations"} in GB (gathered: only when sharded); tensor
+        parallelism splits each sequence's activations `tp` ways (sequence parallel)."""
         sharded = sharding == SHARDED
         return {"states": self.states_gb / gpus_total if sharded else self.states_gb,
-                "gathered": self.gathered_gb if sharded else 0.0, "activations": self.tokens_gb / gpus_total}
+                "gathered": self.gathered_gb if sharded else 0.0, "activations": self.tokens_gb / tp}
 
     def gpu_gb(self, gpus_total: int, sharding: str) -> float:
         """Memory of each GPU of a job over `gpus_total` GPUs, with the states sharded (fsdp) or not (none)."""
-        if sharding == SHARDED:
-            return self.states_gb / gpus_total + self.gathered_gb + self.tokens_gb / gpus_total
-        return self.states_gb + self.tokens_gb / gpus_total
+        return sum(self.gpu_parts(gpus_total, sharding).values())
 
 
-def training_load(task: str, model: ModelSpec, constants: dict) -> TrainingLoad:
-    """The job's memory parts by task: full fine-tuning / pretraining, LoRA (BF16 base), QLoRA (NF4 base)."""
+def training_load(task: str, model: ModelSpec, constants: dict, sequence_tokens: float) -> TrainingLoad:
+    """The job's memory parts by task: full fine-tuning / pretraining, LoRA (BF16 base), QLoRA (NF4 base); each GPU
+    holds the activations of its own micro-batch, one sequence of `sequence_tokens`."""
     training = constants["training"]
-    tokens = training["tokens_in_flight"]
     largest = architecture.largest_module_params(model)
     if task in ("lora", "qlora"):
         qlora = task == "qlora"
         base = sizing.qlora_base_gb(model, constants) if qlora else sizing.weights_gb(model, "bf16", constants)
-        acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_peft"], tokens)
+        acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_peft"], sequence_tokens)
         return TrainingLoad(base + sizing.lora_adapter_gb(model, training),
-                            acts + sizing.logits_gb(model, training, tokens),
-                            largest * training["gathered_bytes_per_param_peft"] / 1e9)
+                            acts + sizing.logits_gb(model, training, sequence_tokens),
+                            largest * training["gathered_bytes_per_param_peft"] / 1e9, checkpointing=True)
     states = model.params_b * training["bytes_per_param_full"]
-    acts = sizing.activations_gb(model, training["activation_bytes_per_hidden_full"], tokens)
-    return TrainingLoad(states, acts, largest * training["gathered_bytes_per_param_full"] / 1e9)
+    full = training["activation_bytes_per_hidden_full"]
+    acts = sizing.activations_gb(model, full, sequence_tokens)
+    inputs = sizing.activations_gb(model, training["checkpointed_bytes_per_hidden"], sequence_tokens)
+    kept = inputs + acts / model.layers  # each layer's input, and one layer recomputed at a time
+    return TrainingLoad(states, acts, largest * training["gathered_bytes_per_param_full"] / 1e9, checkpointed_gb=kept)
 
 
 def laid_out(load: TrainingLoad, limit_gb: float, training: dict) -> TrainingLoad:
     """The load as the plan lays it out: the largest module gathered whole on each GPU (DeepSpeed's estimator),
-    unless it would take more than `gathered_share_max` of a GPU's limit: then TP splits it just enough (Megatron
-    splits the embedding by vocabulary), so a bigger module never needs fewer GPUs."""
+    unless it would take more than `gathered_share_max` of a GPU's limit (then TP splits it just enough: Megatron
+    splits the embedding by vocabulary, so a bigger module never needs fewer GPUs); and activation checkpointing
+    when one sequence's activations would take more than `checkpointing_above_share` of the limit (each layer's
+    input is kept, one layer's activations recomputed at a time: Korthikanti et al. 2022)."""
     cap = training["gathered_share_max"] * limit_gb
-    return load if load.gathered_gb <= cap else replace(load, gathered_gb=cap)
+    if load.gathered_gb > cap:
+        load = replace(load, gathered_gb=cap)
+    if load.checkpointed_gb is not None and load.tokens_gb > training["checkpointing_above_share"] * limit_gb:
+        load = replace(load, tokens_gb=load.checkpointed_gb, checkpointing=True, checkpointed_gb=None)
+    return load
 
 
 def training_sharding(load: TrainingLoad, gpus: int, limit_gb: float) -> str:
@@ -204,10 +214,11 @@ def training_sharding(load: TrainingLoad, gpus: int, limit_gb: float) -> str:
 
 def training_nodes(load: TrainingLoad, gpus_per_node: int, limit_gb: float) -> int | None:
     """Nodes whose GPUs hold the job within `limit_gb` each: one when it fits one node as it is, else the
-    fewest with FSDP over all their GPUs (None when the gathered module alone exceeds the limit)."""
+    fewest with FSDP over all their GPUs (None when the gathered module and one sequence's activations alone
+    exceed the limit)."""
     if load.gpu_gb(gpus_per_node, training_sharding(load, gpus_per_node, limit_gb)) <= limit_gb:
         return 1
-    room = limit_gb - load.gathered_gb
+    room = limit_gb - load.gathered_gb - load.tokens_gb
     if room <= 0:
         return None
-    return max(1, math.ceil(load.total_gb / (gpus_per_node * room)))
+    return max(1, math.ceil(load.states_gb / (gpus_per_node * room)))

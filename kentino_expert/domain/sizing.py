@@ -14,10 +14,11 @@ def _bytes(constants: dict, precision: str) -> float:
 
 def weights_gb(model: ModelSpec, precision: str, constants: dict) -> float:
     """Weight memory at a precision: the decoder blocks' linear layers at its bytes per weight, the embedding
-    and LM head in BF16 (as FP8 and AWQ checkpoints keep them); a native MXFP4 checkpoint is its INT4."""
+    and LM head in BF16 (as FP8 and AWQ checkpoints keep them); a native MXFP4 checkpoint is its INT4 and FP4."""
     total = model.params_b * 1e9
     native = model.native_precision
-    if precision == "int4" and native is not None and native.format == "mxfp4" and native.scope == "routed-experts":
+    if precision in ("int4", "fp4") and native is not None and native.format == "mxfp4" \
+            and native.scope == "routed-experts":
         experts = architecture.routed_expert_params(model)
         size = experts * constants["native_format_bytes"]["mxfp4"] + (total - experts) * constants["unquantised_bytes"]
     elif precision == "bf16":

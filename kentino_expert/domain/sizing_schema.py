@@ -22,6 +22,7 @@ class PrecisionBytes(_Section):
     bf16: PositiveFloat
     fp8: PositiveFloat
     int4: PositiveFloat
+    fp4: PositiveFloat
 
 
 class NativeFormatBytes(_Section):
@@ -36,12 +37,14 @@ class Training(_Section):
     gathered_share_max: Fraction
     activation_bytes_per_hidden_full: PositiveFloat
     activation_bytes_per_hidden_peft: PositiveFloat
-    tokens_in_flight: PositiveInt
+    checkpointed_bytes_per_hidden: PositiveFloat
+    checkpointing_above_share: Fraction
     logits_bytes_per_vocab_token: PositiveFloat
     lora_rank: PositiveInt
     bytes_per_trainable_param_peft: PositiveFloat
     flops_per_param_token: PositiveFloat
     mfu: Fraction
+    fp8_speedup: Annotated[float, Field(ge=1, le=4)]
     seconds_per_month: PositiveFloat
 
 
@@ -51,7 +54,6 @@ class Serving(_Section):
     reference_gpu: str
     reference_gpus: PositiveInt
     tokens_per_s_by_latency: dict[str, PositiveFloat]
-    tokens_per_request: PositiveFloat
     int4_speedup_vs_fp8: PositiveFloat
     runtime_overhead_fraction: Annotated[float, Field(ge=0, lt=1)]
     prefill_flops_per_param_token: PositiveFloat
@@ -66,6 +68,18 @@ class Serving(_Section):
         if missing:
             raise ValueError(f"tokens_per_s_by_latency: no figure for the latency class '{missing[0]}'")
         return self
+
+
+class ServingModel(_Section):
+    """The serving model's engine constants (serving_model.EngineConstants)."""
+    bandwidth_efficiency: Fraction
+    decode_compute_efficiency: Fraction
+    prefill_efficiency: Fraction
+    step_overhead_s: Annotated[float, Field(ge=0, le=1)]
+    collective_latency_factor: Annotated[float, Field(ge=0, le=1000)]
+    max_batch: PositiveInt
+    int4_compute_factor: Fraction
+    memory_fraction: Fraction
 
 
 class CalibrationPoint(Spec):
@@ -126,6 +140,7 @@ class SizingConstants(Spec):
     gb: PositiveFloat
     training: Training
     serving: Serving
+    serving_model: ServingModel
     scaling: Scaling
     estimation: Estimation
 

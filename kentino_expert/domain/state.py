@@ -9,17 +9,24 @@ from .vocabulary import KINDS, LATENCIES, PRECISIONS, TASKS, TENANCIES
 FACT_TYPES: dict[str, object] = {
     "task": enum_of(TASKS), "model": TEXT, "params_b": NUMBER,
     "precision": enum_of(PRECISIONS), "gpu": TEXT, "gpus_per_node": NUMBER,
-    "concurrency": NUMBER, "context_tokens": NUMBER, "qps": NUMBER, "tokens_per_s": NUMBER,
+    "concurrency": NUMBER, "context_tokens": NUMBER, "prompt_tokens": NUMBER, "output_tokens": NUMBER,
+    "kv_cache_precision": enum_of(("bf16", "fp8")),
+    "qps": NUMBER, "tokens_per_s": NUMBER,
     "latency": enum_of(LATENCIES), "tenancy": enum_of(TENANCIES),
-    "training_tokens": NUMBER, "corpus_tokens": NUMBER, "generated_share": NUMBER, "deadline_days": NUMBER,
-    "proposed_nodes": NUMBER, "proposed_gpus_per_node": NUMBER, "proposed_gpu": TEXT, "interconnect": TEXT,
+    "training_tokens": NUMBER, "sequence_tokens": NUMBER, "corpus_tokens": NUMBER, "generated_share": NUMBER,
+    "deadline_days": NUMBER,
+    "proposed_nodes": NUMBER, "proposed_gpus_per_node": NUMBER, "proposed_gpu": TEXT,
+    "proposed_precision": enum_of(PRECISIONS), "interconnect": TEXT,
 }
 
 # What the build search (answer/search.py) tells the rules when it moved the recommendation off the build
 # the buyer named: that build's plan, and why it is not one Kentino builds. Absent otherwise.
 SEARCH_TYPES: dict[str, object] = {
     "named_build_switched": BOOL, "named_gpu": TEXT, "named_gpus_per_node": NUMBER, "named_kind": enum_of(KINDS),
-    "named_nodes": NUMBER, "named_reason": TEXT,
+    "named_nodes": NUMBER, "named_reason": TEXT, "named_test": TEXT,
+    # when no build the search weighed works: the closest one, the `works` test it fails and why
+    "no_build_works": BOOL, "closest_gpu": TEXT, "closest_gpus_per_node": NUMBER, "closest_nodes": NUMBER,
+    "closest_precision": enum_of(PRECISIONS), "closest_test": TEXT, "closest_reason": TEXT,
 }
 
 RECOMMENDATION_PREFIX = "recommended_"
@@ -49,8 +56,9 @@ def flatten_facts(facts: dict) -> dict:
     if build:
         facts["proposed_nodes"] = build["nodes"]
         facts["proposed_gpus_per_node"] = build["gpus_per_node"]
-        if build.get("gpu"):
-            facts["proposed_gpu"] = build["gpu"]
+        for part in ("gpu", "precision"):
+            if build.get(part):
+                facts[f"proposed_{part}"] = build[part]
     return facts
 
 
@@ -59,7 +67,8 @@ def unflatten_facts(facts: dict) -> dict:
     out = {k: v for k, v in facts.items() if not k.startswith("proposed_")}
     if "proposed_nodes" in facts:
         build = {"nodes": facts["proposed_nodes"], "gpus_per_node": facts.get("proposed_gpus_per_node")}
-        if facts.get("proposed_gpu"):
-            build["gpu"] = facts["proposed_gpu"]
+        for part in ("gpu", "precision"):
+            if facts.get(f"proposed_{part}"):
+                build[part] = facts[f"proposed_{part}"]
         out["proposed_build"] = build
     return out

@@ -6,7 +6,7 @@ from typing import Literal
 from ..errors import InputError
 
 Task = Literal["inference", "batch-inference", "lora", "qlora", "full-finetune", "pretraining"]
-Precision = Literal["bf16", "fp8", "int4"]
+Precision = Literal["bf16", "fp8", "int4", "fp4"]
 Latency = Literal["interactive", "production", "offline"]
 Tenancy = Literal["single", "multi"]
 # what an answer recommends, in the order answers and why-not list them
@@ -14,7 +14,7 @@ Kind = Literal["single-node", "single-node-int4", "dp-replicas", "multi-node-ib"
 Status = Literal["final", "provisional"]  # provisional while a fact worth asking for is unknown
 
 TASKS: tuple[str, ...] = Task.__args__
-PRECISIONS: tuple[str, ...] = Precision.__args__  # the one list of weight precisions
+PRECISIONS: tuple[str, ...] = Precision.__args__  # the one list of weight precisions (fp4: Blackwell cards only)
 LATENCIES: tuple[str, ...] = Latency.__args__
 TENANCIES: tuple[str, ...] = Tenancy.__args__
 KINDS: tuple[str, ...] = Kind.__args__

@@ -5,7 +5,7 @@ import json
 import math
 import re
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
@@ -68,6 +68,34 @@ TOKEN_COUNT_SCHEMA = {
 TokenCount = Annotated[float, BeforeValidator(parse_token_count), WithJsonSchema(TOKEN_COUNT_SCHEMA)]
 
 
+_BINARY = {"k": 1024, "m": 1024 ** 2}  # a context of "8k" or "128k" is 8,192 or 131,072 tokens, as models count
+
+
+def _whole_token_count(value):
+    """'8k' -> 8192, '128k' -> 131072, 32768 -> 32768: a request's length as the ask texts and model cards write
+    it (k and M binary, as context windows are counted), as a whole number; a fraction of a token is refused."""
+    if isinstance(value, str) and len(value) <= MAX_TOKEN_TEXT:
+        match = _COUNT.fullmatch(value)
+        if match and (match.group(2) or "").lower() in _BINARY:
+            value = float(match.group(1)) * _BINARY[match.group(2).lower()]
+    number = parse_token_count(value)
+    if number != int(number):
+        raise ValueError(f"expected a whole number of tokens, not {number:g}")
+    return int(number)
+
+
+def _token_length_schema(maximum: int) -> dict:
+    return {"anyOf": [{"type": "integer", "minimum": 1, "maximum": maximum},
+                      {"type": "string", "pattern": f"^{_COUNT.pattern}$", "maxLength": MAX_TOKEN_TEXT}],
+            "description": "A number of tokens: an integer, or a string with a k or M suffix such as 8k (8,192) or "
+                           "128k (131,072)."}
+
+
+MAX_CONTEXT_TOKENS = 100_000_000
+TokenLength = Annotated[int, BeforeValidator(_whole_token_count), Field(ge=1, le=MAX_CONTEXT_TOKENS),
+                        WithJsonSchema(_token_length_schema(MAX_CONTEXT_TOKENS))]
+
+
 def _not_a_flag(value):
     """A number fact refuses true/false, which pydantic would take as 1/0 (`params_b: true` is not a 1B model)."""
     if isinstance(value, bool):
@@ -85,6 +113,7 @@ class ProposedBuild(BaseModel):
     nodes: int = Field(ge=1, le=MAX_NODES)
     gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
     gpu: str | None = Field(default=None, max_length=200)
+    precision: Precision | None = None  # the weights' precision the buyer has in mind (fp4: Blackwell cards only)
 
     _numbers = field_validator("nodes", "gpus_per_node", mode="before")(_not_a_flag)
 
@@ -100,19 +129,23 @@ class Workload(BaseModel):
     gpu: str | None = Field(default=None, max_length=200)
     gpus_per_node: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE)
     concurrency: int | None = Field(default=None, ge=1, le=10_000_000)
-    context_tokens: int | None = Field(default=None, ge=1, le=100_000_000)
+    context_tokens: TokenLength | None = None
+    prompt_tokens: TokenLength | None = None  # of a request's prompt, the tokens the model must compute (prefill)
+    output_tokens: TokenLength | None = None  # tokens a request generates on average
+    kv_cache_precision: Literal["bf16", "fp8"] | None = None  # the KV cache's precision (FP8 halves it)
     qps: float | None = Field(default=None, gt=0, le=1e12)
     tokens_per_s: float | None = Field(default=None, gt=0, le=1e15)
     latency: Latency | None = None
     tenancy: Tenancy | None = None
     training_tokens: TokenCount | None = None
+    sequence_tokens: TokenLength | None = None  # tokens of one training sequence (each GPU's micro-batch)
     corpus_tokens: TokenCount | None = None
     generated_share: float | None = Field(default=None, ge=0, le=1)  # of the corpus: generated, the rest prompt
     deadline_days: float | None = Field(default=None, ge=0.001, le=36_500)  # from about 1.5 minutes to 100 years
     proposed_build: ProposedBuild | None = None
     interconnect: str | None = Field(default=None, max_length=200)
 
-    _numbers = field_validator("params_b", "gpus_per_node", "concurrency", "context_tokens", "qps", "tokens_per_s",
+    _numbers = field_validator("params_b", "gpus_per_node", "concurrency", "qps", "tokens_per_s",
                                "generated_share", "deadline_days", mode="before")(_not_a_flag)
 
     def known(self) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import string
 
+from ..domain.figure_specs import SIZING_PARAMETER_RANGES
 from ..domain.state import RECOMMENDATION_PREFIX
 from ..errors import Location
 from ..lang import nodes
@@ -175,10 +176,11 @@ def _used_names(rules) -> set:
     return used
 
 
-def analyse(rules, parameters, knowledge, namespace, sink) -> None:
-    """Add the W3xx warnings of a compiled rule set to `sink`."""
+def analyse(rules, parameters, knowledge, namespace, sink, selection=None) -> None:
+    """Add the W3xx warnings of a compiled rule set to `sink` (a parameter the selection policy or the sizing reads
+    is used)."""
     params = {name: p.value for name, p in parameters.items()}
-    used = _used_names(rules)
+    used = _used_names(rules) | set(SIZING_PARAMETER_RANGES) | (selection.parameters if selection else set())
     for name, parameter in parameters.items():
         if name not in used:
             sink.warning(parameter.location, "W303", f"parameter '{name}' is not used by any rule")

@@ -16,13 +16,14 @@ from types import MappingProxyType
 
 from ..domain.catalog import Knowledge, catalog_of
 from ..domain.state import RECOMMENDED_KIND, recommendation_key, warning_key
+from ..domain.vocabulary import PRECISIONS
 from ..errors import Location
 from ..lang import nodes
 from ..lang.fold import check_divisors, fold, oversized_constant
 from ..lang.intervals import check_finite
 from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
-from ..lang.valuetypes import NUMBER
+from ..lang.valuetypes import NUMBER, is_enum
 from ..sourcefiles import yaml_files
 from . import crosschecks
 from .analysis import analyse, report_shape_problems
@@ -214,6 +215,8 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
     numeric = namespace.type_of(recommendation_key(key)) == NUMBER
     errors = len(sink.errors)
     check_value_expression(value.node, namespace, sink, rule.id, where, key, numeric=numeric)
+    if key == "precision" and len(sink.errors) == errors:
+        _check_precision_name(value, namespace, sink, rule.id)
     folded = fold(value.node, params)
     huge = oversized_constant(folded)
     if huge is not None:
@@ -226,6 +229,14 @@ def _recommend_value(rule, key, value, namespace, params, sink, ranges):
         else:
             check_finite(folded, ranges, sink, rule.id, where, f"recommend.{key}")
     return folded
+
+
+def _check_precision_name(value, namespace, sink, rule_id) -> None:
+    """E026 unless recommend.precision names a figure whose every value is a precision."""
+    kind = namespace.type_of(getattr(value.node, "id", ""))
+    if not (is_enum(kind) and set(kind[1]) <= set(PRECISIONS)):
+        sink.error(value.location_at(value.node.pos), "E026", f"recommend.precision: '{value.text}' is not a "
+                   f"precision nor a figure that holds one ({', '.join(PRECISIONS)})", rule=rule_id)
 
 
 def digest_of(files: dict, knowledge: Knowledge) -> str:
@@ -257,7 +268,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
                      for order, (_, rule) in enumerate(ranked, start=1))
     selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
-    analyse(compiled, parameters, knowledge, namespace, sink)
+    analyse(compiled, parameters, knowledge, namespace, sink, selection)
     if backend is not None:
         report_shape_problems(backend.shape_problems(compiled), sink)
     if sink.errors:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ..domain.figures import figure_range
+from ..domain.figures import FIGURE_MAX, figure_range
 from ..domain.state import recommendation_key
 from ..domain.workload import Workload
 from ..lang.fold import fold
@@ -18,6 +18,7 @@ from ..lang.intervals import ANY_FINITE, EVERYTHING, Interval, Overflow, interva
 from ..lang.valuetypes import NUMBER
 from ..lang.valuetypes import finite_number as _number
 
+SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node"})
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
               "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
 
@@ -86,6 +87,8 @@ class Ranges:
             return self.concluded.get(name, EVERYTHING)
         if origin == "recommendation":
             return self.recommended.get(name, ANY_FINITE)
+        if name in SEARCH_COUNTS:  # the build search's counts of a plan it weighed: whole, at least one
+            return Interval(1.0, FIGURE_MAX, True)
         return EVERYTHING
 
     def learn_recommendations(self, rules, params: dict) -> None:

@@ -198,7 +198,8 @@ def _read_recommend(then, display, sink, rule_id):
         sink.error(location_of(body, "kind", display), "E025" if "kind" in body else "E004",
                    f"recommend.kind must be one of {', '.join(KINDS)}", rule=rule_id,
                    suggestion=did_you_mean(str(kind), KINDS) if kind else None)
-    if "precision" in body and body["precision"] not in PRECISIONS:
+    precision_name = _precision_name(body)
+    if "precision" in body and body["precision"] not in PRECISIONS and not precision_name:
         precision = body["precision"]
         if isinstance(precision, str):
             message, suggestion = f"unknown precision '{precision}'", did_you_mean(precision, PRECISIONS)
@@ -209,7 +210,11 @@ def _read_recommend(then, display, sink, rule_id):
         if key not in body:
             continue
         value = body[key]
-        if key in ("kind", "precision"):
+        if key == "precision" and precision_name:  # a figure naming a precision (compiler.py checks its values)
+            condition = parse_condition(body, key, display, sink, rule_id)
+            if condition:
+                out.append((key, condition))
+        elif key in ("kind", "precision"):
             out.append((key, value))
         elif isinstance(value, bool) or value is None:
             sink.error(location_of(body, key, display), "E027", f"recommend.{key} must be a number or an expression",
@@ -227,6 +232,16 @@ def _read_recommend(then, display, sink, rule_id):
             if condition:
                 out.append((key, condition))
     return tuple(out)
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _precision_name(body) -> bool:
+    """Whether recommend.precision is a name (of a figure that holds a precision, e.g. four_bit_precision), not a
+    precision itself: the compiler checks that every value the name can take is a precision."""
+    value = body.get("precision")
+    return isinstance(value, str) and value not in PRECISIONS and bool(_NAME.fullmatch(value)) and "_" in value
 
 
 def count_problem(key: str, value) -> str | None:

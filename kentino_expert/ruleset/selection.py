@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..domain.deadlines import TIME_FIGURE_SPECS
+from ..domain.figure_specs import PLAN_FIGURE_SPECS
 from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..errors import Location, did_you_mean
 from ..lang import nodes
@@ -63,11 +64,12 @@ class SelectionPolicy:
     shown: tuple[str, ...]  # figures an alternative that works is shown with, the first known one
     reads: frozenset[str]  # every name the policy reads from a plan's final state
     file: str
+    parameters: frozenset[str] = frozenset()  # the rules/parameters.yaml names its conditions and sentences read
 
 
 def plan_namespace(namespace: Namespace) -> Namespace:
     """The rule set's names plus the plan figures (computed after the rules: only the search reads them)."""
-    plan = {name: spec[0] for name, spec in TIME_FIGURE_SPECS.items()}
+    plan = {name: spec[0] for name, spec in {**PLAN_FIGURE_SPECS, **TIME_FIGURE_SPECS}.items()}
     return Namespace({**namespace.types, **plan}, {**namespace.origins, **dict.fromkeys(plan, "plan figure")},
                      namespace.catalog)
 
@@ -90,9 +92,9 @@ def read_selection(data, display: str, namespace: Namespace, params: dict, knowl
     reads = {"recommended_kind", "recommended_nodes", *(expand_shown(v, p) for v in shown for p in PRECISIONS)}
     for item in works:
         reads |= {n.id for n in nodes.names_in(item.node)} | {item.figure} | template_names(item.says)
-    reads = {name for name in reads if name not in params}
     return SelectionPolicy(order, kinds, cards, MappingProxyType(_precisions(body, display, sink)), works, shown,
-                           frozenset(reads), display)
+                           frozenset(name for name in reads if name not in params), display,
+                           frozenset(name for name in reads if name in params))
 
 
 def _choices(body, key: str, allowed: tuple, display: str, sink) -> tuple[str, ...]:
