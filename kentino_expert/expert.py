@@ -10,7 +10,8 @@ from pathlib import Path
 from .answer.cache import DEFAULT_SIZE, AnswerCache
 from .answer.failures import evaluation_failures
 from .answer.model import Answer
-from .answer.pipeline import answer_for, answer_traced
+from .answer.pipeline import answer_traced
+from .answer.questions import rank_questions
 from .answer.whatif import KindOracle
 from .domain.catalog import Knowledge, load_knowledge
 from .domain.workload import Workload, read_facts, validate_facts
@@ -61,16 +62,24 @@ class Expert:
 
     def recommend(self, facts) -> Answer:
         """Answer a mapping of facts or a validated Workload; arithmetic that fails on them is an EngineError."""
-        workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        with evaluation_failures(facts, _log):
-            return answer_for(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
+        return self.recommend_traced(facts)[0]
 
     def recommend_traced(self, facts):
         """(answer, firings, final state) for a mapping of facts or a validated Workload; arithmetic that fails
-        on them is an EngineError."""
+        on them is an EngineError. The answer is provisional only while a question is worth asking."""
+        return self.decide_parts(facts)[:3]
+
+    def decide_parts(self, facts):
+        """(answer, firings, final state, questions): the traced answer and the questions still worth asking (some
+        value of each changes the build); the answer is provisional exactly when there are questions."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        with evaluation_failures(facts, _log):
-            return answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
+        with evaluation_failures(facts, _log), self.kinds.around(workload):
+            answer, firings, final = answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
+            questions = rank_questions(self, workload, answer.recommendation.kind) if answer.status == "provisional" \
+                else []
+        if answer.status == "provisional" and not questions:
+            answer = answer.model_copy(update={"status": "final"})
+        return answer, firings, final, questions
 
     def kind_of(self, facts) -> str | None:
         """The kind of the recommendation for a mapping of facts (or a Workload), the build search included;

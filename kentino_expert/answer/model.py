@@ -6,6 +6,8 @@ Every field carries its description: the service's OpenAPI document and MCP clie
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from ..domain.vocabulary import Kind, Status
@@ -114,6 +116,25 @@ class Alternative(BaseModel):
                                                 "null when it works.")
 
 
+class SpeedProvenance(BaseModel):
+    """How some of the plan's speed and time figures were obtained, and the published measurement they rest on."""
+    model_config = _FROZEN
+    figures: list[str] = Field(description="The figures this says how were obtained.")
+    basis: Literal["measured", "extrapolated", "derived", "estimated"] = Field(
+        description="measured: a published row of this very setup; extrapolated: the serving model from the nearest "
+                    "published row of the same card, precision and model class; derived: the serving model's "
+                    "constants alone; estimated: an assumption the model is not calibrated on.")
+    note: str = Field(description="In words: the row, or what the figure rests on.")
+    measurement: str | None = Field(None, description="The row's id in knowledge/measurements.yaml.")
+    source: str | None = Field(None, description="Where the row was published.")
+    measured: float | None = Field(None, description="The row's measured value, in `metric`.")
+    metric: str | None = Field(None, description="The row's metric.")
+    model_ratio: float | None = Field(None, description="The serving model's prediction of the row / its measured "
+                                                        "value: how far the model is on that row.")
+    factor: float | None = Field(None, description="The plan's figure / the row's value, same metric: how far the "
+                                                   "figure is extrapolated from the row.")
+
+
 class RulesetId(BaseModel):
     """Which rules answered: their digest, the engine, and the directories the rules and knowledge came from."""
     model_config = _FROZEN
@@ -136,6 +157,8 @@ class Answer(BaseModel):
     trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
     ruleset: RulesetId = Field(description="The rule set that answered.")
     facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    provenance: list[SpeedProvenance] = Field(default_factory=list, description="How the plan's speed and time "
+                                              "figures were obtained (measured, extrapolated, derived, estimated).")
     alternatives: list[Alternative] = Field(
         default=[], description="The best build of every other card the search sized (and the one-node plan "
                                 "where a deadline forced more): builds, where `why_not` is kinds. Answers "

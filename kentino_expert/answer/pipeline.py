@@ -4,14 +4,27 @@ from __future__ import annotations
 from ..domain.catalog import Knowledge
 from ..domain.deadlines import TIME_FIGURE_SPECS, time_figures
 from ..domain.derive import derive
+from ..domain.figures_serving import document_quote
 from ..domain.plan import plan_figures
+from ..domain.provenance import serving_provenance, training_provenance
+from ..domain.serving_lane import demand_of
 from ..domain.state import RECOMMENDED_KIND, recommendation_key
 from ..domain.workload import Workload, validate_facts
 from ..engine.chaining import run_rules
 from ..errors import EngineError
 from ..lang.templates import render_template
 from ..ruleset.compiler import RuleSet
-from .model import Answer, AssumptionOut, FigureOut, Parallelism, Recommendation, RulesetId, TraceStep, WarningOut
+from .model import (
+    Answer,
+    AssumptionOut,
+    FigureOut,
+    Parallelism,
+    Recommendation,
+    RulesetId,
+    SpeedProvenance,
+    TraceStep,
+    WarningOut,
+)
 from .plans import EngineEvaluator, PlanEvaluator
 from .questions import missing_facts
 from .search import search
@@ -142,19 +155,40 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     recommendation = _recommendation(final, derived.facts, firings)
     plan = _plan_of(recommendation, final)
     figures = {**derived.figures, **plan_figures(plan, derived.facts, derived.model, knowledge, params)}
+    out_figures = _figures(figures, final, knowledge)
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
         recommendation=recommendation,
-        figures=_figures(figures, final, knowledge),
+        figures=out_figures,
         warnings=_warnings(firings, params, final),
         assumptions=assumed + [AssumptionOut(fact=a.fact, value=a.value, why=a.why) for a in derived.assumptions],
         trace=_trace(firings),
         ruleset=RulesetId(digest=ruleset.digest, engine=backend.version, directory=ruleset.directory,
                           knowledge_directory=knowledge.directory, files=ruleset.files),
         facts=derived.facts,
+        provenance=speed_provenance(plan, derived, out_figures, knowledge, params),
         alternatives=alternatives,
     )
     return answer, firings, final
+
+
+def speed_provenance(plan: dict, derived, figures: dict, knowledge: Knowledge, params) -> list[SpeedProvenance]:
+    """How the plan's speed and time figures were obtained (domain/provenance.py)."""
+    values = {name: figure.value for name, figure in figures.items()}
+    facts, model, out = derived.facts, derived.model, []
+    if model is not None and plan.get("gpu") and "per_user_tokens_per_s" in values:
+        gpu = knowledge.gpu(plan["gpu"])
+        precision = plan["precision"]
+        tp = int(plan.get("tp") or plan["gpus_per_node"])
+        groups = max(1, int(plan.get("nodes") or 1) * int(plan["gpus_per_node"]) // tp)
+        demand = demand_of(facts, knowledge)
+        out.append(serving_provenance(model, gpu.id, precision, tp, values.get("concurrency_in_flight", 1) / groups,
+                                      demand.prompt, demand.output, values, knowledge, document_quote(params)))
+    found = training_provenance(values, values.get("training_mfu"))
+    if found is not None:
+        out.append(found)
+    return [SpeedProvenance(figures=list(p.figures), **{k: v for k, v in vars(p).items() if k != "figures"})
+            for p in out]
 
 
 def _figures(figures: dict, final: dict, knowledge: Knowledge) -> dict[str, FigureOut]:

@@ -120,7 +120,9 @@ def _fact_type(prop: dict, schema: dict, knowledge) -> str:
                  for name, p in nested["properties"].items()]
         return "{" + ", ".join(parts) + "}"
     if "anyOf" in option:  # a token count: a number or a text with a suffix
-        number = next(o for o in option["anyOf"] if o.get("type") == "number")
+        number = next(o for o in option["anyOf"] if o.get("type") in ("number", "integer"))
+        if number.get("type") == "integer":  # a request's length: k and M are binary
+            return f"token length: {_bounds(number, 'integer')} or text such as `8k` (8,192), `128k`"
         return f"token count: {_bounds(number, 'number')} or text such as `300B`, `15T`"
     if "enum" in option and "maxLength" in option:
         return f"{_catalog_name(option['enum'], knowledge)} id or alias (any case)"

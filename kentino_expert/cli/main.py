@@ -7,7 +7,6 @@ import json
 import click
 
 from ..answer.charts import context_of
-from ..answer.questions import rank_questions
 from ..answer.render import FORMATS, render
 from ..domain.workload import read_facts
 from ..ruleset.schemas import facts_schema, rules_schema
@@ -46,9 +45,7 @@ def recommend_command(facts_file, fmt, rules_dir, knowledge_dir, log_target):
     expert = make_expert(rules_dir, knowledge_dir)
     workload = read_facts(text, source)
     if log_target is None:
-        answer = expert.recommend(workload)
-        provisional = answer.status == "provisional"
-        questions = rank_questions(expert, workload, answer.recommendation.kind) if provisional else []
+        answer, _, _, questions = expert.decide_parts(workload)
         click.echo(render(fmt, answer, questions, context_of(expert)), nl=False)
         return
     log = open_decision_log(log_target)

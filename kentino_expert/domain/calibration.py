@@ -42,12 +42,14 @@ def unit_of_row(row: MeasurementSpec, knowledge: Knowledge, engine: physics.Engi
 
 def offline_batch(unit: physics.Unit, row: MeasurementSpec, knowledge: Knowledge,
                   engine: physics.EngineConstants) -> int:
-    """Requests an offline run keeps in flight per unit: as many as the KV cache holds beside the weights (the
-    engine's memory fraction of each GPU), at most the engine's batch limit."""
+    """Requests a run keeps in flight per unit: as many as the KV cache holds beside the weights (the engine's memory
+    fraction of each GPU), each at its mean length in flight (prompt and half the output: a paged KV cache holds
+    what a request has so far), at most the engine's batch limit."""
     from .sizing import weights_gb
     fraction = row.memory_fraction or knowledge.constant("serving_model", "memory_fraction")
     weights = weights_gb(unit.model, row.weights, knowledge.sizing)
-    capacity = physics.kv_capacity(unit, fraction * unit.gpu.memory_gb, weights, row.prompt_tokens + row.output_tokens)
+    held = row.prompt_tokens + row.output_tokens / 2
+    capacity = physics.kv_capacity(unit, fraction * unit.gpu.memory_gb, weights, held)
     return max(1, min(capacity, row.max_batch or engine.max_batch))
 
 

@@ -135,7 +135,7 @@ def littles_law(facts: dict, model, gpu, knowledge: Knowledge, params: Mapping) 
     gpus = int(facts["gpus_per_node"])
     kv = facts.get("kv_cache_precision", "bf16")
     for lane_name in figures_serving.SERVED:
-        precision = figures_serving.lane_precision(lane_name, gpu, facts)
+        precision = figures_serving.lane_precision(lane_name, gpu, facts, model)
         load = figures_serving.serving_load(model, gpu, precision, facts["context_tokens"], knowledge, params, kv)
         if load.weights_fit(gpus) or lane_name == figures_serving.SERVED[-1]:
             break

@@ -70,8 +70,10 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "weights_fraction_bf16": (NUMBER, "of node VRAM", "BF16 weights / node VRAM"),
     "weights_fraction_fp4": (NUMBER, "of node VRAM", "FP4 weights / node VRAM"),
     "four_bit_precision": (enum_of(("int4", "fp4")), "", "the 4-bit lane's format on this card (the `_int4` serving "
-                           "figures): fp4 where the card has FP4 tensor cores (unless INT4 was asked for), else int4 "
-                           "(AWQ W4A16)"),
+                           "figures): int4 (AWQ W4A16, the document's), or fp4 on a card with FP4 tensor cores when "
+                           "fp4 is asked for or the model ships its experts in MXFP4 (served as shipped)"),
+    "model_ships_4bit": (BOOL, "", "the model's released checkpoint stores its experts in MXFP4 (gpt-oss): served as "
+                         "shipped, in the 4-bit lane"),
     "weights_fraction_fp8": (NUMBER, "of node VRAM", "FP8 weights / node VRAM"),
     "weights_fraction_int4": (NUMBER, "of node VRAM", "INT4 weights / node VRAM"),
     "kv_bytes_per_token": (NUMBER, "bytes", "KV cache per token (all layers, no TP replication)"),
@@ -135,6 +137,8 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
                     "on published measurements, or the document's 500-2,000 tokens/s per node (the policy's "
                     "document_speed_quote)"),
     "demand_requests_per_s": (NUMBER, "requests/s", "the request rate asked: qps, or tokens_per_s / output_tokens"),
+    "rate_demand_tokens_per_s": (NUMBER, "tokens/s", "generated tokens/s the request rate asks for: "
+                                 "demand_requests_per_s x output_tokens (what a plan must generate)"),
     "requests_in_target_per_node_fp8": (NUMBER, "requests", "requests one node holds at FP8 while each keeps the "
                                         "latency class's per-user speed and first-token time (memory allowing)"),
     "requests_in_target_per_node_int4": (NUMBER, "requests", "the same in the 4-bit lane"),
@@ -155,6 +159,9 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
         "stated tokens/s, the request rate x output_tokens, the corpus over the deadline and the latency demand"),
     "replicas_needed_fp8": (NUMBER, "replicas", "single-node FP8 replicas that hold the requests in flight within "
         "the latency class and carry the request rate and any other token demand (a corpus over a deadline)"),
+    "throughput_nodes_fp8": (NUMBER, "nodes", "nodes whose FP8 throughput carries the request rate and any other "
+                             "token demand, the requests in flight aside (what units of several nodes are sized on)"),
+    "throughput_nodes_int4": (NUMBER, "nodes", "the same in the 4-bit lane"),
     "replicas_needed_int4": (NUMBER, "replicas", "the same in the 4-bit lane"),
     "batch_days_one_node": (NUMBER, "days", "days one node needs for the corpus"),
     "activation_checkpointing": (BOOL, "", "activations are recomputed in the backward pass (each layer's input kept): "
@@ -247,6 +254,7 @@ FIGURE_MAX = 1e24  # every figure is a number in [0, 1e24]; at the facts' extrem
 AT_LEAST_ONE = frozenset({
     "serving_nodes_fp8", "serving_nodes_int4", "replicas_for_concurrency_fp8", "replicas_for_concurrency_int4",
     "dp_replicas_fp8", "dp_replicas_int4", "replicas_needed_fp8", "replicas_needed_int4", "latency_nodes_fp8",
+    "throughput_nodes_fp8", "throughput_nodes_int4",
     "latency_nodes_int4", "training_nodes",
     "qlora_nodes", "scale_out_nodes", "scale_out_nodes_int4", "proposed_total_gpus", "demand_unit_nodes_fp8",
     "demand_unit_nodes_int4",

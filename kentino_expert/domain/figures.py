@@ -56,6 +56,9 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
         steps.append(lambda values, facts: _card_figures(values, facts, gpu, gpus))
     if model is not None:
         steps.append(lambda values, facts: _model_figures(values, model))
+        if card:
+            steps.append(lambda values, facts: values.update(
+                four_bit_precision=figures_serving.four_bit_precision(gpu, facts, model)))
         if card:  # the card figures give node_vram_gb, which the sizing divides by
             steps += _node_steps(model, gpu, gpus, knowledge, params, loads)
     if card:
@@ -65,10 +68,12 @@ def figure_groups(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, lin
                                                             scaling))
         steps.append(lambda values, facts: deadline_figures(values, facts, gpu, gpus, link, knowledge, scaling,
                                                             int(params["max_ib_cluster_nodes"])))
-        steps.append(lambda values, facts: figures_serving.demand_units(values, facts, params, loads(facts), gpus))
+        steps.append(lambda values, facts: figures_serving.demand_units(
+            values, facts, params, loads(facts), gpus, (model, gpu, link, knowledge, params) if model else None))
         steps.append(lambda values, facts: _int4_unit_scaling(values, gpu, gpus, link, knowledge, params, scaling))
         if model is not None:
-            steps.append(lambda values, facts: figures_serving.unit_ceilings(values, facts, loads(facts), gpus))
+            steps.append(lambda values, facts: figures_serving.unit_ceilings(
+                values, facts, loads(facts), gpus, (model, gpu, link, knowledge, params) if link else None))
     return steps
 
 
@@ -92,6 +97,7 @@ def _scale_out(values, suffix: str, nodes: int, gpus: int, scaling, intra, link)
 
 def _model_figures(values, model):
     values["active_params_b"] = model.active_b
+    values["model_ships_4bit"] = model.native_precision is not None and model.native_precision.format == "mxfp4"
     values["model_max_context"] = model.max_context
     values["model_estimated"] = model.estimated
 
@@ -146,7 +152,7 @@ def _serving_loads(facts, model, gpu, knowledge, params) -> dict:
     if not _serves(facts):
         return {}
     kv = facts.get("kv_cache_precision", "bf16")
-    return {lane: figures_serving.serving_load(model, gpu, figures_serving.lane_precision(lane, gpu, facts),
+    return {lane: figures_serving.serving_load(model, gpu, figures_serving.lane_precision(lane, gpu, facts, model),
                                                facts["context_tokens"], knowledge, params, kv)
             for lane in figures_serving.SERVED}
 
@@ -192,8 +198,7 @@ def _rounded(value: float) -> float:
 
 def _card_figures(values, facts, gpu, gpus):
     values.update(gpu_memory_gb=gpu.memory_gb, gpu_nvlink=gpu.nvlink, gpu_form_factor=gpu.form_factor,
-                  gpu_kentino_ships=gpu.kentino_ships, node_vram_gb=sizing.node_vram_gb(gpu, gpus),
-                  four_bit_precision=figures_serving.four_bit_precision(gpu, facts))
+                  gpu_kentino_ships=gpu.kentino_ships, node_vram_gb=sizing.node_vram_gb(gpu, gpus))
 
 
 def _weights_figures(values, model, knowledge):

@@ -5,6 +5,7 @@ card with FP4 tensor cores; `four_bit_precision` names which."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from . import pergpu, serving_lane, sizing
 from . import serving_model as physics
@@ -14,14 +15,18 @@ SERVED = ("fp8", "int4")  # the lanes inference is sized in: FP8, and the 4-bit 
 SPEED_BASES = ("serving-model", "document")  # what sized the speeds (the policy's document_speed_quote)
 
 
-def four_bit_precision(gpu: GpuSpec, facts: dict) -> str:
-    """The 4-bit lane's format on `gpu`: FP4 where the card has FP4 tensor cores, unless the buyer asked for INT4."""
-    return "fp4" if gpu.fp4_dense_tflops is not None and facts.get("precision") != "int4" else "int4"
+def four_bit_precision(gpu: GpuSpec, facts: dict, model: ModelSpec | None = None) -> str:
+    """The 4-bit lane's format on `gpu`: INT4 (AWQ, the document's), or FP4 on a card with FP4 tensor cores when the
+    buyer asks for FP4 or the model ships its experts in MXFP4 (served as shipped)."""
+    if gpu.fp4_dense_tflops is None or facts.get("precision") == "int4":
+        return "int4"
+    ships = model is not None and model.native_precision is not None and model.native_precision.format == "mxfp4"
+    return "fp4" if facts.get("precision") == "fp4" or ships else "int4"
 
 
-def lane_precision(lane: str, gpu: GpuSpec, facts: dict) -> str:
+def lane_precision(lane: str, gpu: GpuSpec, facts: dict, model: ModelSpec | None = None) -> str:
     """The precision a lane computes at: the 4-bit lane's format on this card, else the lane's own."""
-    return four_bit_precision(gpu, facts) if lane == "int4" else lane
+    return four_bit_precision(gpu, facts, model) if lane == "int4" else lane
 
 
 def serving_load(model: ModelSpec, gpu: GpuSpec, precision: str, context_tokens: int, knowledge: Knowledge,
@@ -79,6 +84,7 @@ def throughput_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec
         values["demand_tokens_per_s"] = tokens
     if demand.requests_per_s:
         values["demand_requests_per_s"] = demand.requests_per_s
+        values["rate_demand_tokens_per_s"] = demand.requests_per_s * demand.output
     for precision in SERVED:
         if document_quote(params):
             _document_lane(values, facts, model, gpu, gpus, precision, knowledge)
@@ -103,7 +109,7 @@ def _demand_tokens_per_s(facts: dict, demand, latency_demand: float | None) -> f
 def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, demand) -> None:
     """A lane's figures from the serving model: its TP, the requests and tokens/s of one node within the latency
     class, prefill, the replicas the demand needs and each user's speed on them."""
-    found = serving_lane.lane(model, gpu, gpus, lane_precision(precision, gpu, facts), load, demand, knowledge)
+    found = serving_lane.lane(model, gpu, gpus, lane_precision(precision, gpu, facts, model), load, demand, knowledge)
     engine = serving_lane.engine_of(knowledge)
     prefill = physics.prefill_work_seconds(found.unit, demand.prompt, engine)
     values[f"node_prefill_tokens_per_s_{precision}"] = found.groups * demand.prompt / prefill
@@ -117,14 +123,23 @@ def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, d
             decode, values[f"node_prefill_tokens_per_s_{precision}"], facts["generated_share"])
     else:
         values[f"node_tokens_per_s_{precision}"] = found.node_tokens_per_s
-    corpus = facts["corpus_tokens"] / (facts["deadline_days"] * 86400) if "corpus_tokens" in facts and \
-        "deadline_days" in facts else None
-    needed = serving_lane.replicas_needed(found, demand, corpus)
+    needed = max(serving_lane.replicas_needed(found, demand), _corpus_nodes(facts, values, precision))
     values[f"replicas_needed_{precision}"] = needed
+    values[f"throughput_nodes_{precision}"] = max(serving_lane.replicas_needed(found, replace(demand, concurrency=None)),
+                                                  _corpus_nodes(facts, values, precision))
     if "latency_demand_tokens_per_s" in values:
         values[f"latency_nodes_{precision}"] = max(1, math.ceil(facts["concurrency"] / found.node_requests))
     point = serving_lane.shared(found, needed, demand, knowledge)
     values[f"decode_ceiling_tokens_per_s_{precision}"] = point.per_user_tokens_per_s
+
+
+def _corpus_nodes(facts: dict, values: dict, precision: str) -> int:
+    """Nodes that finish a corpus by its deadline at the node's corpus rate (prompt tokens at prefill speed and
+    generated ones at decode speed, when the share is given): 1 without a corpus."""
+    if "corpus_tokens" not in facts or "deadline_days" not in facts:
+        return 1
+    rate = facts["corpus_tokens"] / (facts["deadline_days"] * 86400)
+    return max(1, math.ceil(rate / values[f"node_tokens_per_s_{precision}"] - 1e-9))
 
 
 def _document_lane(values, facts, model, gpu, gpus, precision, knowledge) -> None:
@@ -138,6 +153,7 @@ def _document_lane(values, facts, model, gpu, gpus, precision, knowledge) -> Non
     per_node = sizing.corpus_tokens_per_s(decode, prefill, facts["generated_share"]) if batch else decode
     values[f"node_tokens_per_s_{precision}"] = per_node
     values[f"replicas_needed_{precision}"] = sizing.replicas_needed(values.get("demand_tokens_per_s"), per_node)
+    values[f"throughput_nodes_{precision}"] = values[f"replicas_needed_{precision}"]
     if "latency_demand_tokens_per_s" in values:
         values[f"latency_nodes_{precision}"] = sizing.replicas_needed(values["latency_demand_tokens_per_s"], per_node)
 
@@ -162,7 +178,7 @@ def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: 
         values[f"gpu_memory_fraction_{precision}"] = memory / gpu.memory_gb
 
 
-def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int) -> None:
+def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int, context=None) -> None:
     """Replicas of multi-node TP x PP units that hold the requests and carry the demand, one unit size for all,
     each unit holding its share of the requests (H-MS-HYPERSCALE: many replicas, not one huge TP cluster).
     Sizes run from the nodes that hold the weights and one request (at least min_multi_nodes) up to
@@ -175,26 +191,55 @@ def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int
         if f"replicas_needed_{precision}" not in values or f"serving_nodes_{precision}" not in values:
             continue
         # serving_nodes exists only where the memory figures ran: the loads and the requests are known
-        needed, load, requests = values[f"replicas_needed_{precision}"], loads[precision], facts["concurrency"]
+        needed = values.get(f"throughput_nodes_{precision}", values[f"replicas_needed_{precision}"])
+        load, requests = loads[precision], facts["concurrency"]
         smallest = max(int(params["min_multi_nodes"]), pergpu.smallest_unit(load, gpus))
         sizes = range(smallest, max(smallest, cluster) + 1)
-        counts = {nodes: max(math.ceil(requests / pergpu.unit_capacity(load, gpus, nodes)), math.ceil(needed / nodes))
-                  for nodes in sizes}
+        counts = {nodes: max(math.ceil(requests / _unit_holds(facts, precision, nodes, gpus, load, context)),
+                             math.ceil(needed / nodes)) for nodes in sizes}
         size = min(sizes, key=lambda nodes: (counts[nodes] * nodes, counts[nodes]))
         values[f"demand_unit_nodes_{precision}"] = size
         values[f"demand_units_{precision}"] = counts[size]
 
 
-def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int) -> None:
-    """The decode bound per user on a TP x PP unit of `scale_out_nodes` nodes, at the requests each unit holds
-    when the demand is spread over as many units as it needs (demand_units, as the rules size replicas of
-    units); one unit holds every request. The bound does not depend on PP (the stages' KV adds up), so it is
-    read with TP over one node's GPUs."""
+def _unit_holds(facts, lane, nodes, gpus, load, context) -> int:
+    """Requests one TP x PP unit of `nodes` nodes holds: within the latency class's targets by the serving model
+    (`context`: model, gpu, link, knowledge, params), else (the document's quote, no latency class) its memory."""
+    memory = pergpu.unit_capacity(load, gpus, nodes)
+    if context is None or context[2] is None or document_quote(context[4]) or "latency" not in facts:
+        return memory
+    model, gpu, link, knowledge, _ = context
+    demand = serving_lane.demand_of(facts, knowledge)
+    return serving_lane.unit_requests(model, gpu, gpus, nodes, lane_precision(lane, gpu, facts, model), memory,
+                                      demand, knowledge, link)
+
+
+def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int, context=None) -> None:
+    """Each user's decode speed on a TP x PP unit of `scale_out_nodes` nodes (TP over one node's GPUs, PP across the
+    nodes over the fabric), at the requests each unit holds when the demand is spread over as many units as it needs
+    (demand_units, as the rules size replicas of units); one unit holds every request. `context`: (model, gpu,
+    link, knowledge, params) for the serving model; without it (the document's quote) the bandwidth bound."""
     unit_nodes = values.get("scale_out_nodes")
     if not unit_nodes or "concurrency" not in facts:
         return
     for precision, load in loads.items():
         units = values.get(f"demand_units_{precision}") or max(
             1, math.ceil(values.get(f"replicas_needed_{precision}", 1) / unit_nodes))
-        values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = load.decode_ceiling_tokens_per_s(
-            gpus, 1, math.ceil(facts["concurrency"] / units))
+        requests = math.ceil(facts["concurrency"] / units)
+        if context is None or document_quote(context[4]) or "latency" not in facts:
+            speed = load.decode_ceiling_tokens_per_s(gpus, 1, requests)
+        else:
+            speed = _unit_speed(facts, precision, int(unit_nodes), gpus, requests, load, context)
+        values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = speed
+
+
+def _unit_speed(facts, lane, nodes, gpus, requests, load, context) -> float:
+    """One user's tokens/s on a TP = gpus x PP = nodes unit holding `requests` (the serving model)."""
+    model, gpu, link, knowledge, _ = context
+    demand = serving_lane.demand_of(facts, knowledge)
+    engine = serving_lane.engine_of(knowledge)
+    unit = physics.make_unit(model, gpu, lane_precision(lane, gpu, facts, model), demand.kv_precision, gpus, nodes,
+                             knowledge.sizing, engine, knowledge.link(gpu.intra_node_link), link)
+    cap = max(1, min(pergpu.unit_capacity(load, gpus, nodes), engine.max_batch))
+    point = physics.steady_state(unit, max(1, min(requests, cap)), demand.prompt, demand.output, engine)
+    return point.per_user_tokens_per_s

@@ -14,7 +14,7 @@ from .catalog import Knowledge, ModelSpec
 from .deadlines import time_figures
 from .figure_specs import PLAN_FIGURE_SPECS
 from .figures import checked_figure
-from .figures_serving import document_quote, lane_precision, serving_load
+from .figures_serving import document_quote, serving_load
 from .figures_training import training_load_of
 from .sizing import estimated_model
 from .state import recommendation_key
@@ -124,17 +124,25 @@ def _serving_figures(plan, facts, model, gpu, knowledge, params) -> dict:
     each group of tp GPUs (or each unit) at its share of the requests in flight or of the request rate."""
     gpus = int(plan["gpus_per_node"])
     tp, pp, units = _layout(plan, gpus)
-    precision = lane_precision("int4" if plan["precision"] in ("int4", "fp4") else plan["precision"], gpu, facts)
+    precision = plan["precision"]
     load = serving_load(model, gpu, precision, facts["context_tokens"], knowledge, params,
                         facts.get("kv_cache_precision", "bf16"))
     groups = units * (gpus // tp if pp == 1 else 1)
     per_group = math.ceil(facts["concurrency"] / groups)
+    if facts.get("task") == "batch-inference":  # throughput mode: every group keeps as many requests as it holds
+        per_group = max(per_group, _group_cap(load, tp, pp, knowledge))
     parts = load.gpu_parts(tp, pp, per_group)
     out = {f"plan_gpu_{part}_gb": gb for part, gb in parts.items()}
     out["plan_gpu_memory_gb"] = sum(parts.values())
     if "latency" in facts:
         out.update(_speeds(plan, facts, model, gpu, knowledge, params, (tp, pp, groups), load, precision))
     return out
+
+
+def _group_cap(load, tp: int, pp: int, knowledge) -> int:
+    """Requests one group (or unit) holds at most: its KV room, and the engine's batch limit."""
+    engine = serving_lane.engine_of(knowledge)
+    return max(1, min(load.group_capacity(tp) if pp == 1 else pergpu.unit_capacity(load, tp, pp), engine.max_batch))
 
 
 def _speeds(plan, facts, model, gpu, knowledge, params, layout, load, precision) -> dict:
@@ -146,11 +154,11 @@ def _speeds(plan, facts, model, gpu, knowledge, params, layout, load, precision)
         plan.get("interconnect") in knowledge.links else None
     unit = physics.make_unit(model, gpu, precision, demand.kv_precision, tp, pp, knowledge.sizing, engine,
                              knowledge.link(gpu.intra_node_link), stage_link)
-    cap = max(1, min(load.group_capacity(tp) if pp == 1 else pergpu.unit_capacity(load, tp, pp), engine.max_batch))
-    batch = facts["concurrency"] / groups
+    cap = _group_cap(load, tp, pp, knowledge)
+    batch = cap if facts.get("task") == "batch-inference" else facts["concurrency"] / groups
     if demand.requests_per_s:
         at_rate = physics.open_loop(unit, demand.requests_per_s / groups, demand.prompt, demand.output, engine, cap)
-        batch = at_rate.batch if at_rate is not None else cap
+        batch = max(batch, at_rate.batch if at_rate is not None else cap)  # the requests stated, and the rate's
     point = physics.steady_state(unit, max(1.0, min(batch, cap)), demand.prompt, demand.output, engine)
     out = {"per_user_tokens_per_s": point.per_user_tokens_per_s, "time_to_first_token_s": point.ttft_s,
            "output_tokens_per_s": groups * point.output_tokens_per_s, "concurrency_in_flight": groups * point.batch}

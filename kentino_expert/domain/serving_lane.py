@@ -126,6 +126,28 @@ def _options(model, gpu, gpus, precision, load, demand, knowledge) -> tuple[Lane
     return tuple(options)
 
 
+def unit_requests(model: ModelSpec, gpu: GpuSpec, gpus: int, nodes: int, precision: str, memory_cap: int,
+                  demand: Demand, knowledge: Knowledge, stage_link) -> int:
+    """Requests a TP = gpus x PP = nodes unit (its stages over the plan's fabric) holds while each meets the latency
+    class's targets, at most `memory_cap` (its KV room) and the engine's batch limit; when not even one request
+    meets them, the memory's count (more units would not make a user faster)."""
+    key = ("unit", model.id, model.params_b, gpu.id, gpus, nodes, precision, memory_cap, demand.prompt, demand.output,
+           demand.tpot_target_s, demand.ttft_target_s, demand.kv_precision, stage_link.id,
+           tuple(knowledge.files.values()))
+    found = _KEPT.get(key)
+    if found is None:
+        engine = engine_of(knowledge)
+        cap = max(1, min(memory_cap, engine.max_batch))
+        unit = physics.make_unit(model, gpu, precision, demand.kv_precision, gpus, nodes, knowledge.sizing, engine,
+                                 knowledge.link(gpu.intra_node_link), stage_link)
+        alone = physics.steady_state(unit, 1, demand.prompt, demand.output, engine)
+        found = _largest_batch(unit, cap, demand, engine) if demand.meets(alone) else memory_cap
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        _KEPT[key] = found
+    return found
+
+
 def _largest_batch(unit: physics.Unit, cap: int, demand: Demand, engine: physics.EngineConstants) -> int:
     """The most requests (1 to `cap`) one group holds while every one meets the targets (more in flight, slower
     each: a bisection)."""

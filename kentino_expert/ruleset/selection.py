@@ -91,7 +91,8 @@ def read_selection(data, display: str, namespace: Namespace, params: dict, knowl
     shown = _shown(body, display, names, sink)
     reads = {"recommended_kind", "recommended_nodes", *(expand_shown(v, p) for v in shown for p in PRECISIONS)}
     for item in works:
-        reads |= {n.id for n in nodes.names_in(item.node)} | {item.figure} | template_names(item.says)
+        # the condition as written: folding replaced the parameters it reads with their values
+        reads |= {n.id for n in nodes.names_in(item.condition.node)} | {item.figure} | template_names(item.says)
     return SelectionPolicy(order, kinds, cards, MappingProxyType(_precisions(body, display, sink)), works, shown,
                            frozenset(name for name in reads if name not in params), display,
                            frozenset(name for name in reads if name in params))

@@ -25,7 +25,6 @@ from ..answer.model import (
     WarningOut,
     WhyNot,
 )
-from ..answer.questions import rank_questions
 from ..answer.whynot import why_not_from
 from ..decisions.log import DecisionLog
 from ..decisions.meta import check_meta
@@ -96,9 +95,7 @@ def evaluate_decision(expert, facts, logger: logging.Logger | None = None) -> Ev
 
 def _evaluate(expert, facts) -> Evaluation:
     workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-    with expert.kinds.around(workload):  # the answer's candidate builds become the bases of the probes' ones
-        answer, firings, final = expert.recommend_traced(workload)
-        questions = rank_questions(expert, workload, answer.recommendation.kind)
+    answer, firings, final, questions = expert.decide_parts(workload)
     not_chosen = why_not_from(expert, firings, final)
     logged = answer.model_dump(mode="json")
     body = {"status": logged["status"], "questions": [q.model_dump(mode="json") for q in questions],
