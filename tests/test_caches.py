@@ -70,10 +70,12 @@ class TestWhatIfCache:
 
     @pytest.mark.parametrize("facts", FACTS)
     def test_cached_kind_matches_fresh(self, expert, facts):
-        """kind_of twice (in either key order) equals a fresh what-if and the full recommendation's kind."""
+        """build_of twice (in either key order) equals a fresh what-if and the full recommendation's build."""
         fresh = expert.kinds._uncached(facts)
-        assert expert.kind_of(facts) == expert.kind_of(dict(reversed(list(facts.items())))) == fresh
-        assert fresh == expert.recommend(facts).recommendation.kind
+        assert expert.build_of(facts) == expert.build_of(dict(reversed(list(facts.items())))) == fresh
+        rec = expert.recommend(facts).recommendation
+        assert fresh == (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)
+        assert expert.kind_of(facts) == rec.kind
 
     def test_bad_facts_raise_each_time(self, expert):
         """Facts that do not validate raise; nothing is cached for them."""

@@ -167,20 +167,20 @@ class TestPeftDeadlines:
         assert f"data-parallel on {nodes} nodes" in messages["deadline-drives-qlora-nodes"]
 
     def test_lora_as_qlora_cluster_summary_compares_units(self, expert):
-        """LoRA of Maverick on RTX 5090s in half a day: 2 DP copies of a 2-node QLoRA unit against 4 BF16 nodes;
+        """LoRA of Kimi K2 on 1B tokens in half a day: 2 DP copies of a 2-node QLoRA unit against 4 BF16 nodes;
         the summary compares the units, never '4 nodes instead of 4'."""
-        answer = expert.recommend({"task": "lora", "model": "llama-4-maverick", "training_tokens": "1B",
-                                   "gpu": "rtx-5090", "deadline_days": 0.5})
+        answer = expert.recommend({"task": "lora", "model": "kimi-k2", "training_tokens": "1B", "deadline_days": 0.5})
         rec = answer.recommendation
-        assert (rec.nodes, rec.parallelism.pp) == (4, 2)
+        assert (rec.nodes, rec.parallelism.pp, rec.parallelism.dp) == (4, 2, 2)
+        assert answer.figures["training_nodes"].value == 4
         assert "a 2-node unit instead of 4 nodes in BF16" in rec.summary
 
-    def test_a_named_card_stays_buildable_as_a_qlora_cluster(self, expert):
-        """LoRA of 405B on RTX 5090s is a 2-node QLoRA cluster; a 100-year deadline must not make it frontier
-        work because the BF16 state's units (5 nodes) exceed the IB cluster."""
-        facts = {"task": "lora", "model": "llama-3.1-405b", "training_tokens": "1B", "gpu": "rtx-5090"}
+    def test_a_long_deadline_leaves_a_qlora_cluster_as_it_is(self, expert):
+        """LoRA of Kimi K2 is a 2-node QLoRA cluster; a 100-year deadline must not turn it into frontier work
+        because the BF16 state's units fill the IB cluster."""
+        facts = {"task": "lora", "model": "kimi-k2", "training_tokens": "1B"}
         plan = expert.kinds.plan_of({**facts, "deadline_days": 36500})
-        assert (plan.kind, plan.nodes) == (expert.kinds.plan_of(facts).kind, 2)
+        assert (plan.kind, plan.nodes) == (expert.kinds.plan_of(facts).kind, 2) == ("multi-node-ib", 2)
 
 
 class TestOutOfReach:

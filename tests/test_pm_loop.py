@@ -429,8 +429,9 @@ class TestDiff:
     def test_a_moved_plan_lists_no_also(self, rules_copy):
         """When kind/nodes/precision/card moved, the plan's other fields that follow are not listed under also."""
         rows = _changed_rows(rules_copy, "selection.yaml", *CARDS_REVERSED)
-        row = next(c for c in rows if c["scenario"] == "full-finetune qwen2.5-32b l4")
-        assert row["old"] != row["new"] and row["also_changed"] == [], row
+        moved = [row for row in rows if row["old"] != row["new"]]
+        assert len(moved) > 10
+        assert [row for row in moved if row["also_changed"]] == []
 
     def test_a_knowledge_change_is_diffed_with_base_knowledge(self, tmp_path):
         """--base-knowledge compares the answers of the old and the edited knowledge under the same rules."""
@@ -442,7 +443,9 @@ class TestDiff:
         assert result.exit_code == 1, result.output
         row = next(c for c in json.loads(result.output)["changed"]
                    if c["scenario"] == "pretraining llama-3.1-405b rtx-pro-6000")
-        assert row["old"] == "frontier/13/bf16" and row["new"] == "frontier/6/bf16", row
+        old, new = (int(row[side].split("/")[1]) for side in ("old", "new"))
+        assert row["old"].startswith("frontier/") and row["new"].startswith("frontier/"), row
+        assert new < old, row  # twice the memory per card: fewer nodes hold the state
 
     def test_diff_needs_a_base(self):
         """Without --base and --base-knowledge there is nothing to compare with: a one-line error, exit 2."""
@@ -569,7 +572,8 @@ class TestPolicyLivesInYaml:
         after = Expert(rules_copy).recommend(facts)
         assert "hyperscale-multi-tenant" in [s.rule for s in before.trace]
         assert "hyperscale-multi-tenant" not in [s.rule for s in after.trace]
-        assert "throughput-bound-replicas" in [s.rule for s in after.trace]
+        assert after.recommendation.kind == "dp-replicas"
+        assert {"throughput-bound-replicas", "concurrency-bound-replicas"} & {s.rule for s in after.trace}
 
     def test_headroom_threshold_moves_fit(self, rules_copy):
         """With weights allowed only 5% of VRAM, 70B no longer fits at FP8 and goes to INT4."""

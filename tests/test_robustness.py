@@ -161,13 +161,13 @@ def test_a_what_if_probe_whose_arithmetic_fails_has_no_kind(error):
 
     from kentino_expert.answer.questions import kind_for
 
-    def kind_of(facts):
+    def build_of(facts):
         raise error
 
-    assert kind_for(SimpleNamespace(kind_of=kind_of), {"task": "batch-inference"}) is None
+    assert kind_for(SimpleNamespace(build_of=build_of), {"task": "batch-inference"}) is None
 
     def buggy(facts):
         raise AttributeError("a bug")
 
     with pytest.raises(AttributeError):
-        kind_for(SimpleNamespace(kind_of=buggy), {"task": "batch-inference"})
+        kind_for(SimpleNamespace(build_of=buggy), {"task": "batch-inference"})

@@ -77,11 +77,11 @@ COLUMNS = ("bf16", "fp8", "int4", "kv", "lora_m", "qlora", "zero3")
 def project_figures(model_id: str) -> tuple:
     """The project's figures for one model, in the table's columns."""
     model = K.model(model_id)
-    full = pergpu.training_load("full-finetune", model, C)
+    full = pergpu.training_load("full-finetune", model, C, 8192)
     return (sizing.weights_gb(model, "bf16", C), sizing.weights_gb(model, "fp8", C),
             sizing.weights_gb(model, "int4", C), sizing.kv_cache_bytes_per_token(model, C["kv_cache_bytes"]),
             architecture.lora_trainable_params(model, C["training"]["lora_rank"]) / 1e6,
-            pergpu.training_load("qlora", model, C).total_gb, full.states_gb / 8 + full.gathered_gb)
+            pergpu.training_load("qlora", model, C, 8192).total_gb, full.states_gb / 8 + full.gathered_gb)
 
 
 def test_the_table_covers_the_catalog():

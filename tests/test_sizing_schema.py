@@ -44,7 +44,7 @@ BROKEN = [
     ("  lora_rank: 16", "  lora_rnak: 16", r"training.lora_rnak: .* \(did you mean 'lora_rank'\?\)", "lora_rnak"),
     ("  reference_gpu: rtx-pro-6000", "  reference_gpu: rtx-pro-600",
      r"serving.reference_gpu: unknown gpu 'rtx-pro-600' \(did you mean 'rtx-pro-6000'\?\)", "reference_gpu"),
-    ("  reference_precision: fp8", "  reference_precision: fp4", r"serving.reference_precision: ",
+    ("  reference_precision: fp8", "  reference_precision: fp3", r"serving.reference_precision: ",
      "reference_precision"),
     ("interactive: 500,", "interactiv: 500,", r"serving: tokens_per_s_by_latency: unknown latency class 'interactiv'",
      "reference_model"),

@@ -90,7 +90,7 @@ class TestTrainingState:
     def test_full_finetune_70b_in_document_range(self):
         """70.6B x 18 B (ZeRO-3 estimator) + 80 x 8192 x 8192 x 34 B = 1,270.8 + 182.5 GB: in the document's
         1.2-1.5 TB."""
-        state = pergpu.training_load("full-finetune", LLAMA70, C).total_gb
+        state = pergpu.training_load("full-finetune", LLAMA70, C, 8192).total_gb
         assert state == pytest.approx(70.6 * 18 + 80 * 8192 * 8192 * 34 / 1e9)
         assert 1200 <= state <= 1500
 
@@ -99,11 +99,11 @@ class TestTrainingState:
         model = K.model("llama-3.1-8b")
         adapters = 16 * 32 * (8192 + 2 * 5120 + 8192 + 2 * (4096 + 14336) + (14336 + 4096))
         expected = 16.06 + adapters * 16 / 1e9 + 2 * 4096 * 32 * 8192 / 1e9 + 128256 * 8192 * 6 / 1e9
-        assert pergpu.training_load("lora", model, C).total_gb == pytest.approx(expected, rel=1e-4)
+        assert pergpu.training_load("lora", model, C, 8192).total_gb == pytest.approx(expected, rel=1e-4)
 
     def test_qlora_405b_fits_one_node(self):
         """The NF4 base of 405.9B (216 GB) plus adapters, activations and logits fits 8 x 96 GB."""
-        state = pergpu.training_load("qlora", LLAMA405, C).total_gb
+        state = pergpu.training_load("qlora", LLAMA405, C, 8192).total_gb
         assert sizing.qlora_base_gb(LLAMA405, C) < state < 768 * 0.9
 
     def test_compute_and_gpu_months(self):

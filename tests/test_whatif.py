@@ -105,7 +105,7 @@ def test_an_answer_on_the_search_state_is_the_answer_sized_anew(facts):
 
 
 def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
-    """The sizing never reads the tenancy: its probe reuses every figure; a concurrency probe recomputes the
+    """The sizing never reads the tenancy: its probe reuses every figure; a context probe recomputes the
     memory figures; a probe of the node shape derives anew."""
     workload = validate_facts({"task": "inference", "model": "llama-3.1-70b"})
     with EXPERT.kinds.around(workload) as bases:
@@ -114,15 +114,17 @@ def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
         assert any("concurrency" in step.reads for step in base.steps)
         tenancy, whole = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
         assert tenancy == {**base.state, "tenancy": "multi"} and not whole
-        concurrency, _ = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900}))
-        assert concurrency["kv_cache_gb"] > base.state["kv_cache_gb"]
+        context, _ = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "context_tokens": 32768}))
+        assert context["kv_cache_gb"] > base.state["kv_cache_gb"]
+        # the concurrency a rate implies is derived (Little's law), so a concurrency probe derives anew
+        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900})) is None
         # the node shape is a build: its own derivation, made once, is the base of that build's probes
         shape = validate_facts({**workload.known(), "gpus_per_node": 4})
         assert EXPERT.kinds._shared_state(shape) == (derive_state(shape, KNOWLEDGE, POLICIES, PARAMS), True)
-        probe = validate_facts({**workload.known(), "gpus_per_node": 4, "concurrency": 900})
+        probe = validate_facts({**workload.known(), "gpus_per_node": 4, "context_tokens": 32768})
         assert EXPERT.kinds._shared_state(probe) == (derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), False)
         assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4,
-                                                          "concurrency": 900, "latency": "offline"})) is None
+                                                          "context_tokens": 32768, "latency": "offline"})) is None
 
 
 def test_the_recorder_sees_lookups_writes_and_walks():
@@ -139,14 +141,16 @@ def test_the_recorder_sees_lookups_writes_and_walks():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first_turns)
 def test_a_batch_of_probes_reaches_the_kinds_durable_reaches(facts):
-    """kinds_of (compiled evaluator, deciding rules only, shared state) equals durable-rules' full answer."""
+    """kinds_of (compiled evaluator, deciding rules only, shared state) reaches the build of durable-rules' full
+    answer: kind, nodes, card, node shape and precision."""
     workload = _workload(facts)
     if workload is None:
         return
     probes = [(fact, value) for fact in missing_facts(workload, RULESET) for value in probe_values(EXPERT, fact)]
     for (fact, value), kind in zip(probes, EXPERT.kinds.kinds_of(workload, probes), strict=True):
         try:
-            expected = EXPERT.recommend({**workload.known(), fact: value}).recommendation.kind
+            rec = EXPERT.recommend({**workload.known(), fact: value}).recommendation
+            expected = (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)
         except (KentinoError, ArithmeticError, ValueError) as exc:
             assert isinstance(kind, Exception), (fact, value, exc)
             continue

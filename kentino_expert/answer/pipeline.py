@@ -95,6 +95,7 @@ def _plan_of(rec: Recommendation, final: dict) -> dict:
     sized, for a plan over nodes that names no PP)."""
     return {"kind": rec.kind, "precision": rec.precision, "nodes": rec.nodes, "replicas": rec.replicas,
             "gpu": rec.gpu, "gpus_per_node": rec.gpus_per_node, "unit_nodes": final.get("scale_out_nodes"),
+            "interconnect": rec.interconnect,
             **rec.parallelism.model_dump()}
 
 

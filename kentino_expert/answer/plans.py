@@ -34,6 +34,9 @@ class Plan:
     because: str
     time_to_result_days: float | None = None  # the plan figure (training, a batch corpus), whatever `reads` holds
     figures: Mapping = field(default_factory=dict)  # the build's own figures (BUILD_FIGURES), as every build has them
+    tp: int | None = None
+    dp: int | None = None
+    interconnect: str | None = None
 
     @property
     def kind_class(self) -> str | None:
@@ -57,6 +60,10 @@ class PlanEvaluator(Protocol):
     def start_state(self, facts: Mapping) -> dict | None:
         """The state a plan of exactly these facts started from, as `derive_state` makes it, when it is still
         known (the traced answer then does not size the chosen candidate again), else None."""
+
+    def plan_with(self, facts: Mapping, extra: Mapping) -> Plan:
+        """The plan the rules reach for these facts with `extra` names added to their state (what the build search
+        tells the rules: the closest build when none works)."""
 
 
 TIME_FIGURE = "time_to_result_days"  # the plan figure every alternative carries (TIME_FIGURE_SPECS)
@@ -96,7 +103,8 @@ def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> P
                 gpus_per_node=field("gpus_per_node") or _whole(state.get("gpus_per_node")),
                 gpu=field("gpu") or state.get("gpu"), precision=field("precision"), pp=field("pp"), values=values,
                 because=because, time_to_result_days=state.get(TIME_FIGURE),
-                figures={name: own[name] for name in BUILD_FIGURES if name in own})
+                figures={name: own[name] for name in BUILD_FIGURES if name in own}, tp=field("tp"), dp=field("dp"),
+                interconnect=state.get(recommendation_key("interconnect")))
 
 
 class EngineEvaluator:
@@ -111,6 +119,9 @@ class EngineEvaluator:
 
     def start_state(self, facts: Mapping) -> None:
         return None  # uncached: nothing is kept
+
+    def plan_with(self, facts: Mapping, extra: Mapping) -> Plan:
+        return self.plan_of_state({**self.state_of(facts), **extra})
 
     def state_of(self, facts: Mapping) -> dict:
         """The state the rules start from for `facts` (validated and derived)."""

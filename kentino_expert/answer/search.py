@@ -173,6 +173,16 @@ def pick(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluat
     return _ranked(workload, knowledge, ruleset, evaluator, every=False)[0]
 
 
+def decided_plan(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> Plan:
+    """The plan the answer recommends: the pick's, or, when no build works, the rules' own answer on the closest
+    build's facts told so (the closest_* names the traced answer runs with)."""
+    judged = pick(workload, knowledge, ruleset, evaluator)
+    state = _nothing_works_state([judged], ruleset.parameter_values)
+    if not state:
+        return judged.plan
+    return evaluator.plan_with(judged.candidate.facts(workload.known()), state)
+
+
 def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> SearchResult:
     """Size every candidate, pick the recommendation by the policy and list the others (`pick` for the pick
     alone)."""
@@ -242,8 +252,11 @@ def _nothing_works_state(ranked: list[Judged], params) -> dict:
     closest = ranked[0]
     state = {"no_build_works": True, "closest_gpu": closest.candidate.gpu, "closest_test": closest.failing.id,
              "closest_reason": _reason(closest, params)}
-    for name, value in (("closest_nodes", closest.plan.nodes), ("closest_precision", closest.plan.precision),
-                        ("closest_gpus_per_node", closest.plan.gpus_per_node)):
+    plan = closest.plan
+    for name, value in (("closest_nodes", plan.nodes), ("closest_precision", plan.precision),
+                        ("closest_gpus_per_node", plan.gpus_per_node), ("closest_tp", plan.tp),
+                        ("closest_pp", plan.pp), ("closest_dp", plan.dp),
+                        ("closest_interconnect", plan.interconnect)):
         if value is not None:
             state[name] = value
     return state

@@ -16,7 +16,7 @@ from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, flat_facts_key
 from .plans import Plan, plan_from, plan_inputs
-from .search import pick
+from .search import decided_plan
 
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
 _ABSENT = object()  # a name the state lacks, in a state's key (unlike any value, None included)
@@ -89,6 +89,12 @@ class KindOracle:
         seen = tuple(map(state.get, self._inputs, _ABSENTS))  # C-level: a key per candidate, ~40 names
         return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
 
+    def plan_with(self, mapping, extra) -> Plan:
+        """The plan for exactly these facts with `extra` names in their state (the search's closest build)."""
+        workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
+        state, _ = self._state_of(workload)
+        return self._plan_of_state({**state, **extra})
+
     def _plan_of_state(self, state: dict) -> Plan:
         outcome = self.engine.evaluate(state)  # the compiled rules' own effects: no callback per firing
         return plan_from(outcome.final, outcome.decider, self.ruleset, self.knowledge)
@@ -119,7 +125,7 @@ class KindOracle:
     def _uncached(self, mapping) -> tuple:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
-            plan = pick(workload, self.knowledge, self.ruleset, self).plan
+            plan = decided_plan(workload, self.knowledge, self.ruleset, self)
         else:
             plan = self.plan_of(workload.known())
         return plan.kind, plan.nodes, plan.gpu, plan.gpus_per_node, plan.precision

@@ -84,8 +84,8 @@ def _count(plan: Mapping, field: str, default: int) -> int:
 
 def _training_gpu_parts(plan, facts, model, gpu, knowledge, params) -> dict:
     """Each GPU's state over all of the plan's GPUs: unsharded when the plan says so (or it fits unsharded),
-    else the FSDP / ZeRO-3 formula (also the bound for a TP x PP split of the same states); a plan's TP splits
-    each sequence's activations."""
+    else the FSDP / ZeRO-3 formula (also the bound for a TP x PP split of the same states); over nodes, a plan's
+    TP splits each sequence's activations."""
     task = facts["task"]
     if task == "lora" and plan["precision"] == "int4":
         task = "qlora"  # the rules switched a LoRA job to QLoRA
@@ -93,7 +93,8 @@ def _training_gpu_parts(plan, facts, model, gpu, knowledge, params) -> dict:
     load = training_load_of(facts, model, gpu, knowledge, params, task=task)
     gpus = _count(plan, "nodes", 1) * int(plan["gpus_per_node"])
     sharding = plan.get("sharding") or pergpu.training_sharding(load, gpus, limit)
-    return load.gpu_parts(gpus, sharding, _count(plan, "tp", 1) if _count(plan, "pp", 1) > 1 else 1)
+    # over nodes, TP inside each node splits a sequence's activations (as training_nodes counts them)
+    return load.gpu_parts(gpus, sharding, _count(plan, "tp", 1) if _count(plan, "nodes", 1) > 1 else 1)
 
 
 def _training_efficiency(plan, facts, knowledge) -> float | None:

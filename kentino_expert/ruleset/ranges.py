@@ -18,7 +18,8 @@ from ..lang.intervals import ANY_FINITE, EVERYTHING, Interval, Overflow, interva
 from ..lang.valuetypes import NUMBER
 from ..lang.valuetypes import finite_number as _number
 
-SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node"})
+SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node",
+                           "closest_tp", "closest_pp", "closest_dp"})
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
               "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
 

@@ -34,7 +34,11 @@ def _object(keys, required, kinds: dict, **extra) -> dict:
 
 def _then() -> dict:
     recommend = {key: _NUMBER_OR_EXPRESSION for key in RECOMMEND_KEYS}
-    recommend.update(kind={"enum": list(KINDS)}, precision={"enum": list(PRECISIONS)})
+    # a precision, or the name of a figure that holds one (four_bit_precision): the compiler checks its values
+    precision = {"oneOf": [{"enum": list(PRECISIONS)},
+                           {**_TEXT, "pattern": "^[a-z][a-z0-9]*(_[a-z0-9]+)+$",
+                            "description": "a figure whose values are precisions"}]}
+    recommend.update(kind={"enum": list(KINDS)}, precision=precision)
     plain = {"type": ["boolean", "number", "string"]}
     kinds = {
         "conclude": {"type": "object", "minProperties": 1, "propertyNames": {"pattern": SNAKE},

@@ -21,6 +21,7 @@ from ..answer.model import (
     Question,
     Recommendation,
     RulesetId,
+    SpeedProvenance,
     TraceStep,
     WarningOut,
     WhyNot,
@@ -52,6 +53,8 @@ class Decision(BaseModel):
     trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
     ruleset: RulesetId = Field(description="The rule set that answered.")
     facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
+    provenance: list[SpeedProvenance] = Field(default_factory=list, description="How the plan's speed and time "
+                                              "figures were obtained (measured, extrapolated, derived, estimated).")
     alternatives: list[Alternative] = Field(
         default=[], description="The best build of every other card the search sized (and the one-node plan "
                                 "where a deadline forced more): builds, where `why_not` is kinds.")
