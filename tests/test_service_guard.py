@@ -45,9 +45,13 @@ def _one_decision(client) -> str:
 @pytest.mark.parametrize("host, allowed", [
     ("localhost", True), ("localhost:8765", True), ("LOCALHOST:1", True), ("127.0.0.1:8765", True),
     ("[::1]:8765", True), ("[::1]", True), ("evil.example", False), ("evil.example:8765", False),
-    ("localhost.evil.example", False), ("127.0.0.1.nip.io", False), ("", False), ("[::2]:80", False)])
+    ("localhost.evil.example", False), ("127.0.0.1.nip.io", False), ("", False), ("[::2]:80", False),
+    ("localhost:65535", True), ("localhost:99999999999", False), ("localhost:65536", False), ("localhost:0", False),
+    ("localhost:abc", False), ("localhost:", False), ("localhost:\u0663", False), ("[::1]:abc", False),
+    ("[::1]:99999", False), ("[::1]x", False)])
 def test_default_host_allowlist(host, allowed):
-    """The loopback names are allowed with or without a port; any other name (a rebound DNS name) is not."""
+    """The loopback names are allowed with or without a port; any other name (a rebound DNS name) is not, nor a
+    port that cannot be one (out of 1-65535, not ASCII digits, empty)."""
     assert host_allowed(host, ("localhost", "127.0.0.1", "[::1]")) is allowed
 
 
@@ -58,9 +62,11 @@ def test_host_entries_with_port_and_wildcard():
     assert host_allowed("anything", ("*",)) and host_allowed("", ("*",))
 
 
-@pytest.mark.parametrize("entry", ["http://api.example.com", "api.example.com/v1", "", "a b", "fe80::1"])
+@pytest.mark.parametrize("entry", ["http://api.example.com", "api.example.com/v1", "", "a b", "fe80::1",
+                                   "api.example.com:99999", "api.example.com:https", "[::1]:0"])
 def test_bad_allowed_host_entries(entry):
-    """A URL, a path, an empty name or an unbracketed IPv6 address is refused with a message."""
+    """A URL, a path, an empty name, an unbracketed IPv6 address or a port out of 1-65535 is refused with a
+    message."""
     with pytest.raises(ValueError, match="not a host name"):
         check_host_entry(entry)
 
@@ -86,6 +92,9 @@ def test_foreign_host_reads_nothing(log):
             assert response.status_code == 400 and response.json()["detail"][0]["field"] == "host"
         assert client.post("/v1/recommend", json=CHAT, headers={"host": "evil.example"}).status_code == 400
         assert client.get("/v1/decisions", headers={"host": "localhost:8765"}).status_code == 200
+        for port in ("99999999999", "65536", "x"):
+            refused = client.get("/v1/rules", headers={"host": f"localhost:{port}"})
+            assert refused.status_code == 400 and refused.json()["detail"][0]["field"] == "host", port
 
 
 def test_two_host_headers_are_refused(log):

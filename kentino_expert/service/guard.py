@@ -24,6 +24,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ UI_PREFIX, MCP_PATH = "/ui", "/mcp"
 SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
+PORT, MAX_PORT = re.compile(r"[0-9]{1,5}"), 65535  # RFC 3986: a port is digits; TCP's are 1 to 65535
 REALM = "kentino-expert"
 
 
@@ -62,31 +64,44 @@ class Access:
 def check_host_entry(entry: str) -> str:
     """An --allowed-host value, lower-cased; ValueError for what is not a host name, address or '*'."""
     entry = entry.strip().lower()
-    if not entry or any(c in entry for c in "/ \t@?#,") or entry.count(":") > 1 and not entry.startswith("["):
+    if not entry or any(c in entry for c in "/ \t@?#,") or entry.count(":") > 1 and not entry.startswith("[") \
+            or entry != ANY_HOST and split_host(entry) is None:
         raise ValueError(f"'{entry}' is not a host name (give e.g. api.example.com, 10.0.0.5 or [::1], "
-                         f"optionally with :port)")
+                         f"optionally with :port, a port from 1 to {MAX_PORT})")
     return entry
 
 
-def split_host(value: str) -> tuple[str, str | None]:
-    """('name', 'port' or None) of a Host header value or an allowlist entry."""
+def _port(text: str) -> str | None:
+    """A Host header's port as its number's text (1-65535, ASCII digits: '٣'.isdigit() is true too), else None."""
+    return str(int(text)) if PORT.fullmatch(text) and 1 <= int(text) <= MAX_PORT else None
+
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """('name', 'port' or None) of a Host header value or an allowlist entry; None when it names a port that
+    cannot be one (not a number from 1 to 65535, or an empty one after the colon)."""
     value = value.strip().lower()
     if value.startswith("["):
         name, _, rest = value.partition("]")
-        return name + "]", rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return name + "]", None
+        port = _port(rest[1:]) if rest.startswith(":") else None
+        return (name + "]", port) if port is not None else None
     name, colon, port = value.rpartition(":")
-    return (name, port) if colon and port.isdigit() else (value, None)
+    if not colon:
+        return value, None
+    return (name, _port(port)) if _port(port) is not None else None
 
 
 def host_allowed(header: str | None, allowed: tuple[str, ...]) -> bool:
-    """The Host header names an allowed host (an entry without a port allows any port)."""
+    """The Host header names an allowed host (an entry without a port allows any port, 1 to 65535)."""
     if ANY_HOST in allowed:
         return True
-    if not header:
+    given = split_host(header) if header else None
+    if given is None:
         return False
-    name, port = split_host(header)
+    name, port = given
     for entry in allowed:
-        allowed_name, allowed_port = split_host(entry)
+        allowed_name, allowed_port = split_host(entry) or (None, None)
         if name == allowed_name and (allowed_port is None or allowed_port == port):
             return True
     return False
