@@ -168,7 +168,8 @@ def test_a_whole_float_turn_is_stored_as_its_integer(client, log):
 
 
 def test_decision_404_and_explain(client):
-    """An unknown decision id is a 404 naming the field; a known one explains as markdown and html."""
+    """An unknown decision id is a 404 naming the field; a known one explains as markdown and html, the page with
+    the decision browser's policy (no script, nothing remote, no framing) and neither sniffed as another type."""
     missing = client.get("/v1/decisions/does-not-exist")
     assert missing.status_code == 404 and missing.json()["detail"][0]["field"] == "decision_id"
     decision_id = client.post("/v1/recommend", json=CHAT).json()["decision_id"]
@@ -176,6 +177,10 @@ def test_decision_404_and_explain(client):
     assert markdown.status_code == 200 and "# Recommendation:" in markdown.text
     page = client.get(f"/v1/decisions/{decision_id}/explain", params={"format": "html"})
     assert page.status_code == 200 and page.text.startswith("<!DOCTYPE html>")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "script" not in policy
+    assert page.headers["x-content-type-options"] == markdown.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
 
 
 @pytest.mark.parametrize("body, field", [

@@ -19,6 +19,7 @@ from .decide import Decision
 from .http_io import BadRequest, check_encoding, decide_off_loop, read_limited
 from .responses import DecisionListing, LoggedDecision, RuleListing, ToolDefinition
 from .tool_schema import facts_schema_for, request_schema, tool_definition
+from .ui import NOSNIFF, SECURITY_HEADERS
 
 
 def detail(field, message, status=422, **extra) -> JSONResponse:
@@ -161,9 +162,9 @@ def add_decision_routes(app, holder, decision_log) -> None:
         if row is None:
             return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
         expert = holder.current()
-        if format == "html":
-            return HTMLResponse(explain_html(expert, row))
-        return MarkdownResponse(explain_markdown(expert, row))
+        if format == "html":  # a page a browser may open: no script, no remote resource, no framing (as /ui's)
+            return HTMLResponse(explain_html(expert, row), headers=SECURITY_HEADERS)
+        return MarkdownResponse(explain_markdown(expert, row), headers=NOSNIFF)
 
 
 def _summary(row: dict) -> dict:

@@ -21,11 +21,13 @@ from .log_failures import public_message
 
 PAGE_SIZE = 50
 MAX_FILTER_CHARS = 200
-# what the pages may load and do: their own inline CSS, nothing else (no script, no frame, no remote resource)
+NOSNIFF = {"x-content-type-options": "nosniff"}  # a browser takes the content type as given, never guesses
+# what the pages may load and do: their own inline CSS, nothing else (no script, no frame, no remote resource); the
+# explanation at /v1/decisions/{id}/explain?format=html is sent with them too
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY", **NOSNIFF, "referrer-policy": "no-referrer",
     "cache-control": "no-store"}
 
 _templates = Environment(loader=PackageLoader("kentino_expert.service", "templates"), autoescape=True,
