@@ -255,8 +255,8 @@ def test_an_unknown_tool_is_an_error(tmp_path, expert):
 
 
 def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path, monkeypatch):
-    """/mcp answers 503 in an app whose lifespan did not run, and is absent (404) without the mcp package; the
-    `mcp` command then exits 2 naming the package."""
+    """/mcp answers 503 in an app whose lifespan did not run, and 501 naming the package where the mcp package cannot
+    be imported (an install without its dependencies); the `mcp` command then exits 2 naming the package."""
     from click.testing import CliRunner
     from fastapi.testclient import TestClient
 
@@ -270,7 +270,8 @@ def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path,
         assert not_started.status_code == 503 and "lifespan" in not_started.json()["detail"][0]["message"]
         monkeypatch.setattr(mcp_http, "mcp_installed", lambda: False)
         with TestClient(create_app(log=log), base_url="http://localhost") as client:
-            assert client.post("/mcp", json=initialize).status_code == 404
+            missing = client.post("/mcp", json=initialize)
+            assert missing.status_code == 501 and "needs the mcp package" in missing.json()["detail"][0]["message"]
             assert client.post("/v1/recommend", json=FINETUNE).status_code == 200
     monkeypatch.setattr(cli_service, "mcp_installed", lambda: False)
     result = CliRunner().invoke(cli_service.standalone, ["mcp", "--db", str(tmp_path / "cli.db")])

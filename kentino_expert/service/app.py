@@ -37,7 +37,7 @@ from .follower import holder_for, sandboxed_factory
 from .guard import Access, Guard, authorise, document_access
 from .http_io import BadRequest, HeadAsGet, allow_with_head
 from .log_failures import public_message
-from .mcp_http import mount_mcp
+from .mcp_http import mcp_missing, mount_mcp
 from .metrics import install as install_metrics
 from .ui import add_ui_routes
 
@@ -86,8 +86,8 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     add_decision_routes(app, holder, decision_log)
     _add_operations_routes(app, holder, decision_log)
     add_ui_routes(app, holder, decision_log)
-    if mcp is not None:  # MCP over streamable HTTP, when the mcp package is installed
-        app.add_route("/mcp", mcp, include_in_schema=False)
+    # MCP over streamable HTTP; the mcp package is a dependency, but an install without it says so (501)
+    app.add_route("/mcp", mcp if mcp is not None else mcp_missing, include_in_schema=False)
     _document_access(app, access)
     return app
 

@@ -110,6 +110,21 @@ def _replaying(body: bytes, receive):
     return replayed
 
 
+MCP_MISSING = ("MCP over HTTP needs the mcp package (2.x), which is not installed here: pip install 'mcp>=2.3,<3' "
+               "(a dependency of kentino-expert: reinstall it with its dependencies)")
+
+
+class McpMissing:
+    """/mcp where the mcp package cannot be imported: 501, naming the package, rather than a silent 404 (an ASGI app,
+    as McpEndpoint is, so every method reaches it)."""
+
+    async def __call__(self, scope, receive, send):
+        await refusal(send, 501, None, MCP_MISSING)
+
+
+mcp_missing = McpMissing()
+
+
 def mount_mcp(current_expert, decision_log, may_read) -> McpEndpoint | None:
     """The /mcp endpoint over the service's expert (`current_expert()`: the one serving now) and log, or None
     when the mcp package is not installed."""

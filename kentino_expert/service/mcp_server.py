@@ -4,7 +4,8 @@
 `recommend`'s input schema is the body of POST /v1/recommend: the facts schema (enums, `task` required, each
 fact's description and the question to ask for it) plus session_id, turn and view. Every `recommend` call is
 written to the decision log (source 'mcp') before its result is returned. stdout carries the stdio protocol:
-logs go to stderr. mcp is an optional dependency: it is imported only here and in mcp_http.py.
+logs go to stderr. mcp is imported only here and in mcp_http.py (a dependency; an install without it serves
+/mcp as a 501 and `kentino-expert mcp` exits naming it).
 """
 from __future__ import annotations
 
