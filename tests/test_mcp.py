@@ -247,11 +247,22 @@ def test_explain_takes_the_arguments_recommend_took(tmp_path, expert):
     assert not is_error and text == plain, text[:200]
 
 
-def test_an_unknown_tool_is_an_error(tmp_path, expert):
-    """A tool the server does not have is named in the error."""
+def test_an_unknown_tool_is_invalid_params(tmp_path, expert):
+    """A tool the server does not have is JSON-RPC's invalid params (-32602), as the MCP specification says, naming
+    it and the tools there are, not a tool result marked isError."""
+    from mcp.shared.exceptions import MCPError
+
+    async def call(server):
+        async with Client(server) as client:
+            try:
+                return await client.call_tool("delete_everything", {})
+            except MCPError as exc:
+                return exc
+
     with open_log(tmp_path / "mcp.db") as log:
-        is_error, text = _call(build_server(expert, log), "delete_everything", {})
-    assert is_error and "delete_everything" in text and "recommend and explain" in text
+        raised = asyncio.run(asyncio.wait_for(call(build_server(expert, log)), timeout=60))
+    assert isinstance(raised, MCPError) and raised.code == -32602, raised
+    assert "delete_everything" in raised.message and "recommend and explain" in raised.message
 
 
 def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path, monkeypatch):

@@ -61,6 +61,11 @@ class ToolFailed(Exception):
     """A tool call the client must change: its message goes back as the tool error's text."""
 
 
+class UnknownTool(Exception):
+    """A call of a tool the server does not have: JSON-RPC's invalid params (-32602), as the MCP specification
+    answers it, not a tool error (no tool ran)."""
+
+
 def _message(exc: KentinoError) -> str:
     field = getattr(exc, "field", None) or exc.name
     text = exc.suggested()
@@ -96,7 +101,8 @@ class KentinoTools:
         ]
 
     async def call(self, name: str, arguments: dict, headers: Mapping[str, str] | None) -> tuple[str, dict | None]:
-        """(text, structured result or None) of one call; ToolFailed for what the client must change."""
+        """(text, structured result or None) of one call; ToolFailed for what the client must change, UnknownTool
+        for a name that is not one of the tools."""
         import anyio
 
         from .http_io import decision_limiter  # the HTTP stack's limiter, shared with POST /v1/recommend
@@ -106,7 +112,7 @@ class KentinoTools:
             return fastjson.dumps(body), body
         if name == "explain":
             return await anyio.to_thread.run_sync(self.explain, arguments, headers, limiter=decision_limiter()), None
-        raise ToolFailed(f"unknown tool '{str(name)[:60]}' (the tools are recommend and explain)")
+        raise UnknownTool(f"unknown tool '{str(name)[:60]}' (the tools are recommend and explain)")
 
     def recommend(self, arguments: dict) -> dict:
         """The decision's JSON (full or compact), logged with source 'mcp'."""
@@ -171,6 +177,7 @@ def build_server(expert=None, log=None, may_read=None):
     `expert` (an Expert, or a function returning one) and `log` default to the bundled rules and KENTINO_DB."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
 
     tools = KentinoTools(expert or Expert(), log if log is not None else open_log(), may_read)
 
@@ -185,6 +192,8 @@ def build_server(expert=None, log=None, may_read=None):
             text, structured = await tools.call(params.name, params.arguments or {}, headers)
         except ToolFailed as exc:
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        except UnknownTool as exc:
+            raise MCPError(types.INVALID_PARAMS, f"params.name: {exc}") from None
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
