@@ -289,6 +289,59 @@ def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path,
     assert result.exit_code == 2 and "needs the mcp package" in result.output
 
 
+PYDANTIC_INTERNALS = ("errors.pydantic.dev", "[type=", "input_value", "input_type", "validation error for")
+WRONG_MESSAGES = [  # (message, JSON-RPC code, the field its error names first)
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}, -32600, "params"),
+    ({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 5, "arguments": {}}}, -32602,
+     "params.name"),
+    ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recommend", "arguments": []}}, -32602,
+     "params.arguments"),
+    ({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}, -32602, "params.name"),
+    ({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": 5}}, -32602, "params.cursor"),
+    ({"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {}}, -32602, "params.protocolVersion"),
+    ({"jsonrpc": "1.0", "id": 7, "method": "ping"}, -32600, "jsonrpc"),
+    ({"jsonrpc": "2.0", "id": 8.5, "method": "ping"}, -32600, "id"),
+    ([{"jsonrpc": "2.0", "id": 9, "method": "ping"}], -32600, None),
+]
+
+
+def _says_which_field(error: dict, code: int, field) -> None:
+    """A JSON-RPC error in the HTTP API's words: its code, 'field: message' on one line, every field error in
+    data.detail, and nothing of pydantic's own report."""
+    assert error["code"] == code, error
+    assert "\n" not in error["message"] and not any(word in json.dumps(error) for word in PYDANTIC_INTERNALS), error
+    assert error["message"].startswith(f"{field}: " if field else "a JSON-RPC message is"), error
+    assert error["data"]["detail"][0]["field"] == field, error
+
+
+@pytest.mark.parametrize("message, code, field", WRONG_MESSAGES)
+def test_mcp_over_http_words_a_wrong_message_as_the_http_api(tmp_path, message, code, field):
+    """A message that is not JSON-RPC, or whose params do not fit its method, is refused before the mcp package
+    sees it, with the field named as POST /v1/recommend names it (the package echoed pydantic's report, with its
+    error types, the input and links to pydantic's site, or said only 'Invalid request parameters')."""
+    from fastapi.testclient import TestClient
+
+    from kentino_expert.service.app import create_app
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with open_log(tmp_path / "mcp.db") as log, \
+            TestClient(create_app(log=log), base_url="http://localhost") as client:
+        response = client.post("/mcp", json=message, headers=headers)
+        assert response.status_code == (400 if code == -32600 else 200), response.text
+        _says_which_field(response.json()["error"], code, field)
+        assert log.list() == []
+
+
+def test_mcp_over_stdio_words_a_wrong_message_as_the_http_api(tmp_path):
+    """Over stdio too: each wrong message gets its error in the HTTP API's words, and the session goes on."""
+    lines = [json.dumps(message).encode() for message, _, _ in WRONG_MESSAGES[:-1]]
+    seen = _raw_stdio_exchange(str(tmp_path / "stdio.db"), [*lines, b'{"jsonrpc":"2.0","id":99,"method":"ping"}'])
+    by_id = {message.get("id"): message for message in seen}
+    for message, code, field in WRONG_MESSAGES[:-1]:
+        wanted = message["id"] if isinstance(message["id"], int) else None
+        _says_which_field(by_id[wanted]["error"], code, field)
+    assert by_id[99]["result"] == {}
+
+
 def test_stdio_reads_a_long_line_in_pieces_and_keeps_only_its_head():
     """A line longer than the limit comes through as its first limit + 1 bytes (refused as too large), and the
     lines after it come through whole, so one endless line is never held in memory."""

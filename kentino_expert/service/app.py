@@ -33,6 +33,7 @@ from ..decisions.log import default_instance
 from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError, UnreadableRow
 from ..version import __version__
 from .api_routes import add_answer_routes, add_decision_routes, detail
+from .field_errors import field_errors
 from .follower import holder_for, sandboxed_factory
 from .guard import Access, Guard, authorise, document_access
 from .http_io import BadRequest, HeadAsGet, allow_with_head
@@ -161,8 +162,7 @@ def _install_error_handlers(app) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request, exc: RequestValidationError):
-        items = [{"field": ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")) or None,
-                  "message": str(e.get("msg", "invalid"))} for e in exc.errors()]
+        items = field_errors(exc.errors(), skip=("body", "query", "path"))
         return JSONResponse({"detail": items or [{"field": None, "message": "invalid request"}]}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

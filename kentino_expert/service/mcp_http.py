@@ -4,7 +4,8 @@ local process.
 Stateless, with JSON responses (no session, no SSE stream): every request stands alone, so any worker of
 `--workers N`, or any replica, answers any request, as for POST /v1/recommend. So only POST is served (a GET
 would open an event stream that never carries a message), and its body is read here first, by the rules of
-POST /v1/recommend: at most 1 MB, labelled JSON, strict JSON (a duplicate key is refused, not guessed).
+POST /v1/recommend: at most 1 MB, labelled JSON, strict JSON (a duplicate key is refused, not guessed), and a
+JSON-RPC message whose params fit its method (jsonrpc.py: field errors as the HTTP API words them).
 The service's guard applies in front of it (the Host allowlist, JSON bodies, and an Origin from an allowed
 host); `recommend` needs no token, as POST /v1/recommend needs none, and `explain` of a logged decision reads
 the log, so it wants the read (or admin) token as a bearer token when one is configured
@@ -17,7 +18,7 @@ from contextlib import asynccontextmanager
 
 from .guard import is_json_media_type, not_json, refusal
 from .http_io import MAX_BODY
-from .jsonrpc import not_strict_json, parse_error
+from .jsonrpc import method_params, parse_error, read_strict, refused_message
 from .mcp_server import build_server, mcp_installed
 
 
@@ -27,6 +28,7 @@ class McpEndpoint:
 
     def __init__(self, server):
         self.server = server
+        self._params = method_params(server)
         self._manager = None
 
     @asynccontextmanager
@@ -67,9 +69,10 @@ class McpEndpoint:
         if body is None:
             await refusal(send, 413, "body", f"the body is larger than {MAX_BODY} bytes")
             return
-        problem = not_strict_json(body)
-        if problem is not None:
-            await _parse_error(send, problem)
+        message, problem = read_strict(body)
+        refused = (parse_error(problem), True) if problem is not None else refused_message(message, self._params)
+        if refused is not None:  # before the mcp package, which would answer in pydantic's words
+            await _json_rpc_error(send, *refused)
             return
         await self._manager.handle_request(scope, _replaying(body, receive), send)
 
@@ -90,9 +93,11 @@ async def _read_body(receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _parse_error(send, problem: str) -> None:
-    body = json.dumps(parse_error(problem), separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": 400,
+async def _json_rpc_error(send, response: dict, whole: bool) -> None:
+    """A JSON-RPC error response: 400 for a message refused as a whole (not JSON, not JSON-RPC), 200 for a request
+    answered with an error (its params), as the mcp package answers them."""
+    body = json.dumps(response, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": 400 if whole else 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 

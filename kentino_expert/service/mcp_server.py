@@ -193,7 +193,8 @@ def build_server(expert=None, log=None, may_read=None):
         except ToolFailed as exc:
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
         except UnknownTool as exc:
-            raise MCPError(types.INVALID_PARAMS, f"params.name: {exc}") from None
+            raise MCPError(types.INVALID_PARAMS, f"params.name: {exc}",
+                           {"detail": [{"field": "params.name", "message": str(exc)}]}) from None
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
