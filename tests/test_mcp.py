@@ -72,6 +72,36 @@ def test_stdio_lists_both_tools_with_the_facts_schema_and_annotations(stdio_roun
     assert recommend.destructive_hint is False and recommend.open_world_hint is False
 
 
+def _without_defaults(node):
+    """A JSON Schema without its `default` annotations (FastAPI leaves a null default out of the OpenAPI document)."""
+    if isinstance(node, dict):
+        return {k: _without_defaults(v) for k, v in node.items() if k != "default"}
+    return [_without_defaults(v) for v in node] if isinstance(node, list) else node
+
+
+def test_recommend_declares_the_output_schema_of_the_openapi_document(stdio_round_trip, tmp_path):
+    """recommend, which returns structured content, declares it as its outputSchema: an object at the root, both
+    results of the session (full and compact) valid against it, and each model in it the one POST /v1/recommend
+    declares in the OpenAPI document; explain returns text only and declares none."""
+    import jsonschema
+
+    from kentino_expert.service.app import create_app
+    out = stdio_round_trip[1]
+    schema = out["tools"]["recommend"].output_schema
+    assert schema is not None and schema["type"] == "object" and out["tools"]["explain"].output_schema is None
+    for result in (out["answer"], out["compact"]):
+        jsonschema.Draft202012Validator(schema).validate(result)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate({**out["answer"], "status": "maybe"})
+    with open_log(tmp_path / "openapi.db") as log:
+        document = create_app(log=log).openapi()
+    declared = document["paths"]["/v1/recommend"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    ours = json.loads(json.dumps(schema).replace("#/$defs/", "#/components/schemas/"))
+    assert ours["anyOf"] == declared["anyOf"]
+    for name, model in ours["$defs"].items():
+        assert _without_defaults(model) == _without_defaults(document["components"]["schemas"][name]), name
+
+
 def test_stdio_recommend_is_logged_and_explained(stdio_round_trip):
     """recommend answers as POST /v1/recommend (structured and as JSON text), is logged with source 'mcp', and
     explain by its id gives the Markdown report."""

@@ -24,7 +24,7 @@ from ..version import __version__
 from .compact import check_view, compact
 from .decide import decide
 from .log_failures import public_message
-from .tool_schema import facts_of, request_schema
+from .tool_schema import facts_of, recommend_output_schema, request_schema
 
 SERVER_NAME = "kentino-expert"
 INSTRUCTIONS = (
@@ -86,11 +86,13 @@ class KentinoTools:
         self.log, self.may_read = log, may_read
 
     def definitions(self) -> list[dict[str, Any]]:
-        """name, description, input schema and annotations of each tool (the rules' facts schema, now)."""
+        """name, description, input schema, output schema (of a tool returning structured content) and annotations of
+        each tool (the rules' facts schema, now)."""
         expert = self._expert()
         return [
             {"name": "recommend", "title": "Recommend a GPU-server build", "description": RECOMMEND_DESCRIPTION,
              "input_schema": request_schema(expert.ruleset, expert.knowledge),
+             "output_schema": recommend_output_schema(),  # the structured content it returns
              # logs a new decision at each call: not read-only, not idempotent; additive, closed world
              "annotations": {"title": "Recommend a GPU-server build", "read_only_hint": False,
                              "destructive_hint": False, "idempotent_hint": False, "open_world_hint": False}},
@@ -184,7 +186,8 @@ def build_server(expert=None, log=None, may_read=None):
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
             types.Tool(name=d["name"], title=d["title"], description=d["description"], input_schema=d["input_schema"],
-                       annotations=types.ToolAnnotations(**d["annotations"])) for d in tools.definitions()])
+                       output_schema=d.get("output_schema"), annotations=types.ToolAnnotations(**d["annotations"]))
+            for d in tools.definitions()])
 
     async def call_tool(ctx, params) -> types.CallToolResult:
         headers = getattr(getattr(ctx, "request", None), "headers", None)  # the HTTP request's; None on stdio

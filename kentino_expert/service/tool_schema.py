@@ -1,12 +1,17 @@
 """The facts schema as the service shows it: JSON Schema, an LLM tool definition, the body of POST /v1/recommend
-and the input of the MCP tool `recommend` (the facts plus session_id, turn and view, which are not facts)."""
+and the input of the MCP tool `recommend` (the facts plus session_id, turn and view, which are not facts); and
+what `recommend` returns, from the models POST /v1/recommend declares in the OpenAPI document."""
 from __future__ import annotations
 
 import copy
+import functools
+
+from pydantic import TypeAdapter
 
 from ..decisions.meta import MAX_TURN
 from ..ruleset.schemas import facts_schema
-from .compact import MAX_COMPACT_BYTES, VIEWS
+from .compact import MAX_COMPACT_BYTES, VIEWS, CompactDecision
+from .decide import Decision
 
 META_KEYS = ("session_id", "turn", "view")  # taken out of a request before its facts are validated
 
@@ -85,3 +90,12 @@ def request_schema(ruleset, knowledge=None) -> dict:
                              "session_id, turn and view, which are not facts.")
     schema["properties"].update(session_id=SESSION_ID_SCHEMA, turn=TURN_SCHEMA, view=VIEW_SCHEMA)
     return schema
+
+
+@functools.cache
+def recommend_output_schema() -> dict:
+    """The structured result of the MCP tool `recommend` as its outputSchema: the decision or its compact view, from
+    the pydantic models (decide.Decision, compact.CompactDecision) POST /v1/recommend declares as its response in
+    the OpenAPI document; `$ref`s point into its own `$defs`, and the root is an object, as MCP asks."""
+    schema = TypeAdapter(Decision | CompactDecision).json_schema(mode="serialization")
+    return {"type": "object", "description": "The decision (or, with view 'compact', its compact view).", **schema}
