@@ -174,7 +174,7 @@ class DecisionLog:
         clauses, args = [], []
         if since:
             clauses.append(f"created_at >= {t}")
-            args.append(normalise_time(since))
+            args.append(normalise_time(since, clamp=True))
         if kind:
             clauses.append(f"kind = {p}")
             args.append(str(kind))

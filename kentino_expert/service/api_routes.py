@@ -6,19 +6,21 @@ re-validating rows an older version logged.
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from ..answer.explain import explain_html, explain_markdown
 from ..decisions.log import MAX_HTTP_PAGE
-from ..decisions.meta import normalise_time
-from ..domain.vocabulary import check_kind
+from ..decisions.meta import CURSOR_PATTERN, MAX_SESSION_ID, normalise_time
+from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError
 from .compact import CompactDecision
 from .decide import Decision
 from .http_io import BadRequest, check_encoding, decide_off_loop, read_limited
 from .responses import DecisionListing, LoggedDecision, RuleListing, ToolDefinition
-from .tool_schema import facts_schema_for, request_schema, tool_definition
+from .tool_schema import SESSION_ID_PATTERN, facts_schema_for, request_schema, tool_definition
 from .ui import NOSNIFF, SECURITY_HEADERS
 
 
@@ -43,13 +45,10 @@ def _json(value, status: int = 200) -> JSONResponse:
     return JSONResponse(value, status_code=status)
 
 
-RECOMMEND_QUERY = [
-    {"name": "view", "in": "query", "required": False, "schema": {"type": "string", "enum": ["full", "compact"]},
-     "description": "'compact': the compact view (at most 2 KB); default 'full'. Also accepted as a body key."},
-    {"name": "session_id", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 200},
-     "description": "Conversation id, when not in the body (at most once)."},
-    {"name": "turn", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0},
-     "description": "Turn of the conversation, when not in the body (at most once)."}]
+# what the server takes, said exactly, so that the document allows nothing it refuses
+SINCE_SCHEMA = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+FactsSchemaFormat = Literal["json-schema", "schema", "json", "tool"]
+ExplainFormat = Literal["markdown", "html"]
 
 
 def add_answer_routes(app, holder, decision_log) -> None:
@@ -62,10 +61,12 @@ def add_answer_routes(app, holder, decision_log) -> None:
                           "the questions still worth asking, why not the other kinds, and the answer (recommendation, "
                           "figures, warnings, assumptions, why-trace, rule set). With `view=compact`, the compact "
                           "view instead (at most 2 KB). While the status is provisional, ask the first question and "
-                          "send every fact again with its answer added.",
+                          "send every fact again with its answer added. session_id, turn and view may come in the "
+                          "query string instead, each at most once and not also in the body (the document shows "
+                          "them in the body only: given in both places they are refused).",
               response_model=Decision | CompactDecision,
               response_description="The decision (or its compact view with view=compact)",
-              openapi_extra={"parameters": RECOMMEND_QUERY, "requestBody": {
+              openapi_extra={"requestBody": {
                   "required": True, "description": "Workload facts, plus session_id, turn and view (not facts).",
                   "content": {"application/json": {"schema": request_schema(holder.expert.ruleset,
                                                                             holder.expert.knowledge)}}}},
@@ -89,12 +90,11 @@ def add_answer_routes(app, holder, decision_log) -> None:
              responses={200: {"description": "The facts schema, or the tool definition", "content": {
                  "application/json": {"schema": {"anyOf": [ToolDefinition.model_json_schema(), JSON_SCHEMA_DOC]}}}},
                  422: ERROR_422})
-    def schema_facts(format: str = Query("json-schema", description="'json-schema' (default) or 'tool'.")):
+    def schema_facts(format: FactsSchemaFormat = Query("json-schema", description="'json-schema' (default; also "
+                                                                                  "'schema' or 'json') or 'tool'.")):
         expert = holder.current()
         if format == "tool":
             return _json(tool_definition(expert.ruleset, expert.knowledge))
-        if format not in ("json-schema", "schema", "json"):
-            raise BadRequest("format", "must be 'json-schema' or 'tool'")
         return _json(facts_schema_for(expert.ruleset, expert.knowledge))
 
     @app.get("/v1/rules", operation_id="listRules", tags=["rules"], summary="The rules in the order they are tried",
@@ -116,18 +116,25 @@ def add_decision_routes(app, holder, decision_log) -> None:
                          "optionally since a time, of one kind or of one conversation. Follow `next_cursor` "
                          "(as `cursor`) until it is null.",
              response_model=DecisionListing, responses={422: ERROR_422, 503: ERROR_503})
-    def decisions(since: str | None = Query(None, description="ISO-8601 date or time (UTC when no zone); "
-                                                              "decisions at or after it."),
-                  kind: str | None = Query(None, description="Only decisions recommending this kind."),
-                  session_id: str | None = Query(None, description="Only the decisions of this conversation."),
-                  limit: int = Query(100, description=f"Decisions per page, 1 to {MAX_HTTP_PAGE}."),
-                  cursor: str | None = Query(None, description="The next_cursor of the page before.")):
+    def decisions(since: str = Query(None, description="ISO-8601 date or time (UTC when no zone); "
+                                                              "decisions at or after it.",
+                                            json_schema_extra=SINCE_SCHEMA),
+                  kind: str = Query(None, description="Only decisions recommending this kind.",
+                                           json_schema_extra={"enum": list(KINDS)}),
+                  session_id: str = Query(None, description="Only the decisions of this conversation.",
+                                                 json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID,
+                                                                    "pattern": SESSION_ID_PATTERN}),
+                  limit: int = Query(100, description=f"Decisions per page, 1 to {MAX_HTTP_PAGE}.",
+                                     json_schema_extra={"minimum": 1, "maximum": MAX_HTTP_PAGE}),
+                  cursor: str = Query(None, description="The next_cursor of the page before (a cursor of "
+                                                               "another form is refused).",
+                                             json_schema_extra={"pattern": CURSOR_PATTERN})):
         if not 1 <= limit <= MAX_HTTP_PAGE:
             raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
         check_kind(kind)
         if since:
             try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
-                normalise_time(since)
+                normalise_time(since, clamp=True)
             except DecisionLogError as exc:
                 raise BadRequest("since", exc.message) from None
         # a cursor the log did not give, or a session id no decision can have: an InputError, the client's 422
@@ -155,9 +162,7 @@ def add_decision_routes(app, holder, decision_log) -> None:
                  "text/markdown": {"schema": {"type": "string"}}, "text/html": {"schema": {"type": "string"}}}},
                  404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
     def decision_explain(decision_id: str = Path(description="The decision_id of a recommend answer."),
-                         format: str = Query("markdown", description="'markdown' (default) or 'html'.")):
-        if format not in ("markdown", "html"):
-            raise BadRequest("format", "must be 'markdown' or 'html'")
+                         format: ExplainFormat = Query("markdown", description="'markdown' (default) or 'html'.")):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
             return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)

@@ -8,7 +8,7 @@ import functools
 
 from pydantic import TypeAdapter
 
-from ..decisions.meta import MAX_TURN
+from ..decisions.meta import MAX_SESSION_ID, MAX_TURN, NOT_TEXT
 from ..ruleset.schemas import facts_schema
 from .compact import MAX_COMPACT_BYTES, VIEWS, CompactDecision
 from .decide import Decision
@@ -68,11 +68,19 @@ def tool_definition(ruleset, knowledge=None) -> dict:
     return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}
 
 
-SESSION_ID_SCHEMA = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 200}, {"type": "integer"},
+# what check_session_id takes: 1-200 characters with no control character, or an integer of 1-200 characters. The
+# integers' bounds (and the turn's) are written as numbers a 64-bit float holds with room to spare: tools compare
+# JSON numbers as floats, and read 2**63-1 as 2**63 (a turn above the limit would pass for one below it)
+SESSION_ID_PATTERN = rf"^[^{NOT_TEXT}]{{1,{MAX_SESSION_ID}}}$"
+SESSION_ID_SCHEMA = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": MAX_SESSION_ID,
+                                "pattern": SESSION_ID_PATTERN},
+                               {"type": "integer", "minimum": -(10 ** (MAX_SESSION_ID - 2)),
+                                "maximum": 10 ** (MAX_SESSION_ID - 1)},
                                {"type": "null"}],
                      "description": "Conversation id: ties the decisions of one conversation together in the log "
                                     "(1-200 characters, no control characters; null: none). Not a fact."}
-TURN_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TURN}, {"type": "null"}],
+FLOAT_EXACT_MAX_TURN = MAX_TURN - 1023  # 2**63 - 1024: the largest 64-bit float below 2**63
+TURN_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": FLOAT_EXACT_MAX_TURN}, {"type": "null"}],
                "description": "Turn of the conversation (null: none). Not a fact."}
 VIEW_SCHEMA = {"type": "string", "enum": list(VIEWS), "default": "full",
                "description": f"'full' (default): the whole answer (about 13 KB). 'compact': status, recommendation, "

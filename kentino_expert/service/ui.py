@@ -40,7 +40,8 @@ def page(html: str, status: int = 200) -> HTMLResponse:
 
 
 # each filter of the form with the check the log applies to it (the form's names: "session", not "session_id")
-_FILTER_CHECKS = (("kind", check_kind), ("since", normalise_time), ("session", check_session_id))
+_FILTER_CHECKS = (("kind", check_kind), ("since", lambda since: normalise_time(since, clamp=True)),
+                  ("session", check_session_id))
 
 
 def _filters(kind: str | None, since: str | None, session: str | None) -> tuple[dict, tuple[str, str] | None]:
