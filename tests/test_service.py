@@ -167,6 +167,27 @@ def test_a_whole_float_turn_is_stored_as_its_integer(client, log):
     assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "turn"
 
 
+def test_the_served_schema_states_answer_sizes_measured_on_real_answers(client, expert):
+    """The schema of `view` (the body of POST /v1/recommend, the MCP tool's input) states the sizes of a full answer
+    and of its compact view as measured on this rule set's examples, not as written: each of those examples,
+    asked over HTTP, is answered within the stated range (it said 'about 13 KB' of answers of 20-22 KB)."""
+    import re
+
+    from kentino_expert.service.answer_size import SERVED_SAMPLE, _examples
+    document = client.get("/openapi.json").json()
+    body = document["paths"]["/v1/recommend"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    text = body["properties"]["view"]["description"]
+    full = re.search(r"whole answer \((\d+\.\d)-(\d+\.\d) KB in the answers to (\d+) of this rule set's", text)
+    short = re.search(r"\((\d+\.\d)-(\d+\.\d) KB in those answers\)", text)
+    assert full and short, text
+    examples = _examples(expert, SERVED_SAMPLE)
+    assert int(full.group(3)) == len(examples) == SERVED_SAMPLE
+    for facts, view, (low, high) in [(f, "full", full.groups()[:2]) for f in examples] + \
+            [(f, "compact", short.groups()) for f in examples]:
+        size = len(client.post("/v1/recommend", json={**facts, "view": view}).content)
+        assert float(low) * 1000 - 50 <= size <= float(high) * 1000 + 50, (view, size, text)
+
+
 def test_decision_404_and_explain(client):
     """An unknown decision id is a 404 naming the field; a known one explains as markdown and html, the page with
     the decision browser's policy (no script, nothing remote, no framing) and neither sniffed as another type."""

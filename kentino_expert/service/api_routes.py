@@ -16,6 +16,7 @@ from ..decisions.log import MAX_HTTP_PAGE
 from ..decisions.meta import CURSOR_PATTERN, MAX_SESSION_ID, normalise_time
 from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError
+from .answer_size import served_sizes
 from .compact import CompactDecision
 from .decide import Decision
 from .http_io import BadRequest, check_encoding, decide_off_loop, read_limited
@@ -68,8 +69,8 @@ def add_answer_routes(app, holder, decision_log) -> None:
               response_description="The decision (or its compact view with view=compact)",
               openapi_extra={"requestBody": {
                   "required": True, "description": "Workload facts, plus session_id, turn and view (not facts).",
-                  "content": {"application/json": {"schema": request_schema(holder.expert.ruleset,
-                                                                            holder.expert.knowledge)}}}},
+                  "content": {"application/json": {"schema": request_schema(
+                      holder.expert.ruleset, holder.expert.knowledge, served_sizes(holder.expert))}}}},
               responses={413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
                          415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
                                               "has a Content-Encoding (gzip, ...)"},

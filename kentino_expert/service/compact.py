@@ -1,5 +1,6 @@
 """The compact view of a decision (`?view=compact`, MCP `view: "compact"`): what a chat bot needs to reply and
-ask on, in at most 2 KB of JSON (a full answer is about 13 KB, 3-4k tokens per tool call).
+ask on, in at most 2 KB of JSON (a full answer is ten to twenty times that: answer_size.py measures it for the
+served schema and the docs).
 
 It keeps the decision id, the status, the recommendation's shape and summary, the first three questions (fact
 and question), the warning codes and the alternatives (card, kind, nodes, precision, works). Text from the rules and the

@@ -21,6 +21,7 @@ from ..decisions.connect import open_log
 from ..errors import DecisionLogError, EngineError, KentinoError, UnreadableRow
 from ..expert import Expert
 from ..version import __version__
+from .answer_size import served_sizes
 from .compact import check_view, compact
 from .decide import decide
 from .log_failures import public_message
@@ -91,7 +92,7 @@ class KentinoTools:
         expert = self._expert()
         return [
             {"name": "recommend", "title": "Recommend a GPU-server build", "description": RECOMMEND_DESCRIPTION,
-             "input_schema": request_schema(expert.ruleset, expert.knowledge),
+             "input_schema": request_schema(expert.ruleset, expert.knowledge, served_sizes(expert)),
              "output_schema": recommend_output_schema(),  # the structured content it returns
              # logs a new decision at each call: not read-only, not idempotent; additive, closed world
              "annotations": {"title": "Recommend a GPU-server build", "read_only_hint": False,

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from ..decisions.meta import MAX_SESSION_ID, MAX_TURN, NOT_TEXT
 from ..ruleset.schemas import facts_schema
+from .answer_size import kb_range
 from .compact import MAX_COMPACT_BYTES, VIEWS, CompactDecision
 from .decide import Decision
 
@@ -82,21 +83,30 @@ SESSION_ID_SCHEMA = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": M
 FLOAT_EXACT_MAX_TURN = MAX_TURN - 1023  # 2**63 - 1024: the largest 64-bit float below 2**63
 TURN_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": FLOAT_EXACT_MAX_TURN}, {"type": "null"}],
                "description": "Turn of the conversation (null: none). Not a fact."}
-VIEW_SCHEMA = {"type": "string", "enum": list(VIEWS), "default": "full",
-               "description": f"'full' (default): the whole answer (about 13 KB). 'compact': status, recommendation, "
-                              f"the first questions, warning codes and alternatives in at most {MAX_COMPACT_BYTES} "
-                              f"bytes; the full answer stays in the log under decision_id. Not a fact."}
 
 
-def request_schema(ruleset, knowledge=None) -> dict:
+def view_schema(sizes=None) -> dict:
+    """The `view` key, its sizes measured on real answers (answer_size.Sizes; None: no sizes given)."""
+    full = compact_size = ""
+    if sizes is not None:
+        full = f" ({kb_range(sizes.full)} in the answers to {sizes.answers} of this rule set's examples)"
+        compact_size = f" ({kb_range(sizes.compact)} in those answers)"
+    return {"type": "string", "enum": list(VIEWS), "default": "full",
+            "description": f"'full' (default): the whole answer{full}. 'compact': status, recommendation, the first "
+                           f"questions, warning codes and alternatives in at most {MAX_COMPACT_BYTES} bytes"
+                           f"{compact_size}; the full answer stays in the log under decision_id. Not a fact."}
+
+
+def request_schema(ruleset, knowledge=None, sizes=None) -> dict:
     """The body of POST /v1/recommend and the input of the MCP tool `recommend`: the facts schema (inlined, with
-    each fact's description, question and accepted names) plus the conversation keys and the view."""
+    each fact's description, question and accepted names) plus the conversation keys and the view (with the sizes of
+    answer_size.served_sizes, when given)."""
     schema = inline_refs(facts_schema_for(ruleset, knowledge))
     schema.pop("$schema", None)
     schema.pop("title", None)
     schema["description"] = ("Workload facts (only `task` is required; give every other fact known), plus "
                              "session_id, turn and view, which are not facts.")
-    schema["properties"].update(session_id=SESSION_ID_SCHEMA, turn=TURN_SCHEMA, view=VIEW_SCHEMA)
+    schema["properties"].update(session_id=SESSION_ID_SCHEMA, turn=TURN_SCHEMA, view=view_schema(sizes))
     return schema
 
 
