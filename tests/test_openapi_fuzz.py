@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
     content_type_conformance,
-    positive_data_acceptance,
     ignored_auth,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -21,6 +21,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 
 from kentino_expert.decisions.connect import open_log  # noqa: E402
 from kentino_expert.service.app import create_app  # noqa: E402
+from kentino_expert.service.error_codes import REGISTRY  # noqa: E402
 from kentino_expert.service.tool_schema import META_KEYS  # noqa: E402
 
 READ_TOKEN = "fuzz-read-token"
@@ -48,6 +49,15 @@ def rejection_names_the_field(ctx, response, case) -> None:
         assert item.get("message"), f"422 detail without a message: {item}"
 
 
+def error_has_registered_code(ctx, response, case) -> None:
+    """Every error carries a code of the registry (service/error_codes.py), with the status it gives that code."""
+    if response.status_code < 400:
+        return
+    code = response.json().get("code")
+    assert code in REGISTRY, f"{response.status_code} without a registered code: {response.text[:300]}"
+    assert REGISTRY[code].status == response.status_code, f"{code} with {response.status_code}"
+
+
 # Kept: no 5xx, declared status codes, content types and response bodies (the error bodies are declared
 # as {detail: [{field, message}]}), a correct `Allow` on 405, auth that is enforced where the document
 # declares it (ignored_auth sends each authorised request again without and with a wrong token), and
@@ -56,7 +66,8 @@ def rejection_names_the_field(ctx, response, case) -> None:
 # case-insensitively and through aliases; a token-count string like 99999T parses, then exceeds
 # the bound). Those rules are tested directly in test_contract.py and test_service.py.
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance, unsupported_method, ignored_auth, rejection_names_the_field]
+          response_schema_conformance, unsupported_method, ignored_auth, rejection_names_the_field,
+          error_has_registered_code]
 
 schema = schemathesis.pytest.from_fixture("openapi_schema")
 

@@ -205,13 +205,14 @@ def cli_tables(expert=None) -> dict[str, str]:
     line itself, and the service's measured answer sizes and error codes (`expert`: default the bundled rules)."""
     from ..expert import Expert
     from ..service.answer_size import chat_bot_sizes, log_row_sizes, measure
+    from ..service.error_codes import codes_table
     from ..service.tool_schema import tool_definition
 
     expert = expert or Expert()
     sizes = measure(expert, directories=DOC_DIRECTORIES)  # where the clone is changes no figure
     tool = len(fastjson.dumps_bytes(tool_definition(expert.ruleset, expert.knowledge)))
     return {"service-options": options_table(serve, mcp), "answer-sizes": chat_bot_sizes(sizes, tool),
-            "log-row-sizes": log_row_sizes(sizes)}
+            "log-row-sizes": log_row_sizes(sizes), "http-errors": codes_table()}
 
 
 @rules_group.command("examples")

@@ -3,17 +3,20 @@ decided (nothing logged), for the texts that tell a bot what a full answer and i
 schema of `view`, docs/chat-bots.md) and an operator what a decision takes of the log (docs/operations.md)."""
 from __future__ import annotations
 
+import logging
 import statistics
 import weakref
 from dataclasses import dataclass
 
 from .. import fastjson
+from ..errors import KentinoError
 from .compact import compact
 from .decide import evaluate_decision
 
 SERVED_SAMPLE = 12  # examples the service measures for its schema (a few ms each; the docs measure every one)
 PLACEHOLDER_ID = "0" * 32  # a decision id has 32 hex digits
 _served: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_quiet = logging.getLogger("kentino_expert.answer_size")  # an example that fails is the sandbox's to report
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,10 @@ def measure(expert, limit: int | None = None, directories: tuple[str, str] | Non
     is."""
     full, short, logged = [], [], []
     for facts in _examples(expert, limit):
-        evaluation = evaluate_decision(expert, facts)
+        try:
+            evaluation = evaluate_decision(expert, facts, _quiet)
+        except KentinoError:  # an example the rules cannot answer (the sandbox refuses such a set): not measured
+            continue
         body, answer = {"decision_id": PLACEHOLDER_ID, **evaluation.body}, evaluation.logged
         if directories is not None:
             ruleset = {**body["ruleset"], "directory": directories[0], "knowledge_directory": directories[1]}

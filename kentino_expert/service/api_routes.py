@@ -6,7 +6,7 @@ re-validating rows an older version logged.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -19,20 +19,25 @@ from ..errors import DecisionLogError
 from .answer_size import served_sizes
 from .compact import CompactDecision
 from .decide import Decision
+from .error_codes import (
+    BODY_ENCODED,
+    BODY_TOO_LARGE,
+    DECISION_NOT_FOUND,
+    FACTS_NOT_EVALUABLE,
+    INVALID_FACTS,
+    INVALID_JSON,
+    INVALID_PARAMETER,
+    LOG_UNAVAILABLE,
+    NOT_JSON,
+    UNREADABLE_ROW,
+    error_response,
+    responses_for,
+)
 from .http_io import BadRequest, check_encoding, decide_off_loop, read_limited
 from .responses import DecisionListing, LoggedDecision, RuleListing, ToolDefinition
 from .tool_schema import SESSION_ID_PATTERN, facts_schema_for, request_schema, tool_definition
 from .ui import NOSNIFF, SECURITY_HEADERS
 
-
-def detail(field, message, status=422, **extra) -> JSONResponse:
-    """The service's error body: {detail: [{field, message}]}."""
-    return JSONResponse({"detail": [{"field": field, "message": message}], **extra}, status_code=status)
-
-
-ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
-ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
-ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
 JSON_SCHEMA_DOC = {"type": "object", "description": "A JSON Schema (2020-12) of the facts: each property with its "
                                                     "description, `x-ask` and the catalog names it accepts."}
 
@@ -41,9 +46,9 @@ class MarkdownResponse(PlainTextResponse):
     media_type = "text/markdown"
 
 
-def _json(value, status: int = 200) -> JSONResponse:
+def _json(value) -> JSONResponse:
     """JSON as built (not re-validated: a row an older version logged must not become a 500)."""
-    return JSONResponse(value, status_code=status)
+    return JSONResponse(value)
 
 
 # what the server takes, said exactly, so that the document allows nothing it refuses
@@ -71,10 +76,8 @@ def add_answer_routes(app, holder, decision_log) -> None:
                   "required": True, "description": "Workload facts, plus session_id, turn and view (not facts).",
                   "content": {"application/json": {"schema": request_schema(
                       holder.expert.ruleset, holder.expert.knowledge, served_sizes(holder.expert))}}}},
-              responses={413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
-                         415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
-                                              "has a Content-Encoding (gzip, ...)"},
-                         422: ERROR_422, 503: ERROR_503})
+              responses=responses_for(BODY_TOO_LARGE, NOT_JSON, BODY_ENCODED, INVALID_JSON, INVALID_FACTS,
+                                      INVALID_PARAMETER, FACTS_NOT_EVALUABLE, LOG_UNAVAILABLE))
     async def recommend(request: Request):
         check_encoding(request)
         raw = await read_limited(request)
@@ -90,9 +93,9 @@ def add_answer_routes(app, holder, decision_log) -> None:
                          "(function) definition: name, description and parameters, without $defs.",
              responses={200: {"description": "The facts schema, or the tool definition", "content": {
                  "application/json": {"schema": {"anyOf": [ToolDefinition.model_json_schema(), JSON_SCHEMA_DOC]}}}},
-                 422: ERROR_422})
-    def schema_facts(format: FactsSchemaFormat = Query("json-schema", description="'json-schema' (default; also "
-                                                                                  "'schema' or 'json') or 'tool'.")):
+                 **responses_for(INVALID_PARAMETER)})
+    def schema_facts(format: Annotated[FactsSchemaFormat, Query(description="'json-schema' (default; also 'schema' "
+                                                                            "or 'json') or 'tool'.")] = "json-schema"):
         expert = holder.current()
         if format == "tool":
             return _json(tool_definition(expert.ruleset, expert.knowledge))
@@ -116,7 +119,7 @@ def add_decision_routes(app, holder, decision_log) -> None:
              description="One page of logged decisions (their columns, not the stored answers), newest first, "
                          "optionally since a time, of one kind or of one conversation. Follow `next_cursor` "
                          "(as `cursor`) until it is null.",
-             response_model=DecisionListing, responses={422: ERROR_422, 503: ERROR_503})
+             response_model=DecisionListing, responses=responses_for(INVALID_PARAMETER, LOG_UNAVAILABLE))
     def decisions(since: str = Query(None, description="ISO-8601 date or time (UTC when no zone); "
                                                               "decisions at or after it.",
                                             json_schema_extra=SINCE_SCHEMA),
@@ -131,13 +134,14 @@ def add_decision_routes(app, holder, decision_log) -> None:
                                                                "another form is refused).",
                                              json_schema_extra={"pattern": CURSOR_PATTERN})):
         if not 1 <= limit <= MAX_HTTP_PAGE:
-            raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
+            raise BadRequest(INVALID_PARAMETER, "limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor "
+                                                         f"for more)")
         check_kind(kind)
         if since:
             try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
                 normalise_time(since, clamp=True)
             except DecisionLogError as exc:
-                raise BadRequest("since", exc.message) from None
+                raise BadRequest(INVALID_PARAMETER, "since", exc.message) from None
         # a cursor the log did not give, or a session id no decision can have: an InputError, the client's 422
         page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor, session_id=session_id)
         return _json({"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor})
@@ -146,11 +150,11 @@ def add_decision_routes(app, holder, decision_log) -> None:
              summary="One logged decision",
              description="The decision as logged: when, through which edge, the facts as given and the whole answer.",
              response_model=LoggedDecision, response_description="The decision as logged",
-             responses={404: ERROR_404, 503: ERROR_503})
+             responses=responses_for(DECISION_NOT_FOUND, UNREADABLE_ROW, LOG_UNAVAILABLE))
     def decision(decision_id: str = Path(description="The decision_id of a recommend answer.")):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
-            return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
+            return error_response(DECISION_NOT_FOUND, "decision_id", f"no decision '{decision_id[:200]}'")
         return _json(row)
 
     @app.get("/v1/decisions/{decision_id}/explain", operation_id="explainDecision", tags=["decisions"],
@@ -161,12 +165,13 @@ def add_decision_routes(app, holder, decision_log) -> None:
              response_class=MarkdownResponse,
              responses={200: {"description": "The report", "content": {
                  "text/markdown": {"schema": {"type": "string"}}, "text/html": {"schema": {"type": "string"}}}},
-                 404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
+                 **responses_for(DECISION_NOT_FOUND, INVALID_PARAMETER, UNREADABLE_ROW, LOG_UNAVAILABLE)})
     def decision_explain(decision_id: str = Path(description="The decision_id of a recommend answer."),
-                         format: ExplainFormat = Query("markdown", description="'markdown' (default) or 'html'.")):
+                         format: Annotated[ExplainFormat, Query(description="'markdown' (default) or 'html'.")]
+                         = "markdown"):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
-            return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
+            return error_response(DECISION_NOT_FOUND, "decision_id", f"no decision '{decision_id[:200]}'")
         expert = holder.current()
         if format == "html":  # a page a browser may open: no script, no remote resource, no framing (as /ui's)
             return HTMLResponse(explain_html(expert, row), headers=SECURITY_HEADERS)

@@ -8,6 +8,13 @@ from collections.abc import Iterable
 SHOULD_BE = "Input should be "
 
 
+def _holds(node, step) -> bool:
+    """`step` is a key of the dict `node`, or an index of the list `node`."""
+    if isinstance(node, dict):
+        return step in node
+    return isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node)
+
+
 def _field(loc, value, skip: Iterable[str]) -> str | None:
     """The dotted path of `loc` into `value`; steps that are not keys or indexes of what was sent (the members of a
     union pydantic tried, such as 'str' or 'int') are left out, a key that is missing is kept."""
@@ -15,9 +22,7 @@ def _field(loc, value, skip: Iterable[str]) -> str | None:
     for position, step in enumerate(loc):
         if position == 0 and step in skip:
             continue
-        if isinstance(node, dict) and step in node:
-            node = node[step]
-        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+        if _holds(node, step):
             node = node[step]
         elif position != len(loc) - 1 or not isinstance(node, dict):  # a union member's tag, not a field
             continue

@@ -31,6 +31,19 @@ from urllib.parse import urlsplit
 
 from starlette.routing import Match
 
+from .error_codes import (
+    ADMIN_TOKEN_REQUIRED,
+    HOST_REFUSED,
+    NOT_JSON,
+    ORIGIN_REFUSED,
+    REGISTRY,
+    RELOAD_OFF,
+    TOKEN_REQUIRED,
+    ErrorCode,
+    error_bytes,
+    responses_for,
+)
+
 READ, ADMIN = "read", "admin"
 UI_PREFIX, MCP_PATH = "/ui", "/mcp"
 SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
@@ -170,11 +183,12 @@ def token_matches(given: bytes | None, token: str | None) -> bool:
     return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
 
 
-def authorise(needed: str, header: bytes | None, access: Access, basic: bool = False) -> tuple[int, str, str] | None:
-    """None if allowed, else (status, message, WWW-Authenticate value or ''); with `basic` the token may also be
+def authorise(needed: str, header: bytes | None, access: Access,
+              basic: bool = False) -> tuple[ErrorCode, str, str] | None:
+    """None if allowed, else (error code, message, WWW-Authenticate value or ''); with `basic` the token may also be
     the password of HTTP Basic (the decision browser's pages), and the challenge asks for that."""
     if needed == ADMIN and not access.admin_token:
-        return 403, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
+        return RELOAD_OFF, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
                      "server still reloads)"), ""
     if needed == READ and not (access.read_token or access.admin_token):
         return None
@@ -186,14 +200,14 @@ def authorise(needed: str, header: bytes | None, access: Access, basic: bool = F
     if is_admin or (needed == READ and is_reader):
         return None
     if basic:  # a browser: it asks for the password when challenged with Basic
-        return 401, ("sign in with the read token (KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN) as the password, "
-                     "any user name"), f'Basic realm="{REALM}", charset="UTF-8"'
+        return TOKEN_REQUIRED, ("sign in with the read token (KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN) as the "
+                                "password, any user name"), f'Basic realm="{REALM}", charset="UTF-8"'
     token_name = "KENTINO_ADMIN_TOKEN" if needed == ADMIN else "KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN"
     if is_reader:  # a valid read token on an admin route
-        return 403, "this needs the admin token; the read token only reads", \
+        return ADMIN_TOKEN_REQUIRED, "this needs the admin token; the read token only reads", \
             f'Bearer realm="{REALM}", error="insufficient_scope", scope="{needed}"'
     error = ', error="invalid_token"' if given is not None else ""
-    return 401, f"a valid 'Authorization: Bearer <{token_name}>' is required", \
+    return TOKEN_REQUIRED, f"a valid 'Authorization: Bearer <{token_name}>' is required", \
         f'Bearer realm="{REALM}"{error}, scope="{needed}"'
 
 
@@ -233,19 +247,21 @@ def has_body(headers: dict) -> bool:
 
 UI_REFUSAL = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in</title></head>"
               "<body><h1>Sign in</h1><p>The decision log is read with the service's read token: give it as the "
-              "password (any user name).</p></body></html>\n")
+              "password (any user name).</p><p class=\"code\" data-error-code=\"{code}\">Error code: {code}</p>"
+              "</body></html>\n")
 
 
-def refusal(send, status: int, field: str | None, message: str, extra_headers=(), html: bool = False):
-    if html:  # a page for a browser (the decision browser's), with nothing of the request echoed
-        body, media_type = UI_REFUSAL.encode(), b"text/html; charset=utf-8"
+def refusal(send, code: ErrorCode, field: str | None, message: str, extra_headers=(), html: bool = False):
+    """Answer an error with its code (error_codes.py) before the app runs: the API's JSON body, or with `html` a page
+    for a browser (the decision browser's), with nothing of the request echoed."""
+    if html:
+        body, media_type = UI_REFUSAL.format(code=code.code).encode(), b"text/html; charset=utf-8"
     else:
-        body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
-        media_type = b"application/json"
+        body, media_type = error_bytes(code, field, message), b"application/json"
     headers = [(b"content-type", media_type), (b"content-length", str(len(body)).encode()), *extra_headers]
 
     async def respond():
-        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.start", "status": code.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
     return respond()
 
@@ -284,31 +300,31 @@ class Guard:
             hosts += name == b"host"
         host = headers.get(b"host", b"").decode("latin-1")
         if hosts > 1:  # which one a proxy in front routed by cannot be known
-            await refusal(send, 400, "host", "more than one Host header")
+            await refusal(send, HOST_REFUSED, "host", "more than one Host header")
             return
         if not host_allowed(host, self.access.allowed_hosts):
-            await refusal(send, 400, "host", f"this service does not answer to the Host '{host[:100]}' "
+            await refusal(send, HOST_REFUSED, "host", f"this service does not answer to the Host '{host[:100]}' "
                                              f"(see --allowed-host)")
             return
         if scope["path"] == MCP_PATH and b"origin" in headers \
                 and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
-            await refusal(send, 403, "origin", "MCP requests from a web page of another host are refused")
+            await refusal(send, ORIGIN_REFUSED, "origin", "MCP requests from a web page of another host are refused")
             return
         needed = self._scope_of(scope)
         if needed is not None:
             ui = is_ui_path(scope["path"])
             denied = authorise(needed, headers.get(b"authorization"), self.access, basic=ui)
             if denied is not None:
-                status, message, challenge = denied
+                code, message, challenge = denied
                 extra = [(b"www-authenticate", challenge.encode())] if challenge else []
-                await refusal(send, status, "authorization", message, extra, html=ui)
+                await refusal(send, code, "authorization", message, extra, html=ui)
                 return
         if scope["method"] == "POST":
             content_type = headers.get(b"content-type")
             if content_type is not None or has_body(headers):
                 label = (content_type or b"").decode("latin-1")
                 if not is_json_media_type(label):
-                    await refusal(send, 415, "content-type", not_json(label))
+                    await refusal(send, NOT_JSON, "content-type", not_json(label))
                     return
         if needed == READ:
             async with self._gate():
@@ -319,8 +335,11 @@ class Guard:
 
 # -- the OpenAPI document ---------------------------------------------------------------------------
 
-ERROR_SCHEMA = {"type": "object", "required": ["detail"], "description": "What was wrong, field by field.",
-                "properties": {"detail": {
+ERROR_SCHEMA = {"type": "object", "required": ["code", "detail"], "description": "What was wrong, field by field.",
+                "properties": {"code": {"type": "string", "enum": [c.code for c in REGISTRY.values() if not c.jsonrpc],
+                                        "description": "What went wrong, as a stable code (the table in "
+                                                       "docs/chat-bots.md says what each means)."},
+                               "detail": {
                     "type": "array", "minItems": 1, "description": "One item per problem.",
                     "items": {"type": "object", "required": ["field", "message"], "properties": {
                         "field": {"type": ["string", "null"], "description": "The field, fact or header concerned "
@@ -331,10 +350,8 @@ SECURITY_SCHEMES = {
                   "description": "KENTINO_READ_TOKEN: reads the decision log and its explanations."},
     "adminToken": {"type": "http", "scheme": "bearer",
                    "description": "KENTINO_ADMIN_TOKEN: reloads the rules, and reads what the read token reads."}}
-AUTH_RESPONSES = {
-    READ: {"401": "{detail: [{field, message}]}: a read or admin bearer token is required (WWW-Authenticate)"},
-    ADMIN: {"401": "{detail: [{field, message}]}: the admin bearer token is required (WWW-Authenticate)",
-            "403": "{detail: [{field, message}]}: a read token, or HTTP reload is off (no admin token configured)"}}
+AUTH_RESPONSES = {READ: responses_for(TOKEN_REQUIRED), ADMIN: responses_for(TOKEN_REQUIRED, ADMIN_TOKEN_REQUIRED,
+                                                                            RELOAD_OFF)}
 
 
 def document_access(spec: dict, access: Access) -> dict:
@@ -352,11 +369,10 @@ def document_access(spec: dict, access: Access) -> dict:
             if needed is not None:
                 operation["security"] = ([{"readToken": []}, {"adminToken": []}] + anyone if needed == READ
                                          else [{"adminToken": []}])
-                for code, text in AUTH_RESPONSES[needed].items():
-                    responses.setdefault(code, {"description": text})
+                for status, response in AUTH_RESPONSES[needed].items():
+                    responses.setdefault(str(status), dict(response))
             if method == "post":
-                responses.setdefault("415", {"description": "{detail: [{field, message}]}: the body is not "
-                                                            "labelled JSON (Content-Type: application/json)"})
+                responses.setdefault(str(NOT_JSON.status), responses_for(NOT_JSON)[NOT_JSON.status])
             for code, response in responses.items():
                 content = response.get("content", {})
                 if code[0] in "45" and (not content or "HTTPValidationError" in json.dumps(content)):

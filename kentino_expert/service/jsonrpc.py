@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..domain.workload import strict_json_loads
+from .error_codes import MCP_INVALID_MESSAGE, MCP_INVALID_PARAMS, MCP_PARSE_ERROR, ErrorCode, jsonrpc_data
 from .field_errors import field_errors, one_line
 
-PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON, as the mcp package answers it
-INVALID_REQUEST = -32600
-INVALID_PARAMS = -32602
+PARSE_ERROR = MCP_PARSE_ERROR.jsonrpc  # -32700: JSON-RPC's code for a message that is not JSON
 MAX_PROBLEM = 200  # characters of the parser's own words quoted back
 
 
@@ -41,13 +40,16 @@ def read_strict(raw: bytes) -> tuple[object, str | None]:
 
 def parse_error(problem: str) -> dict:
     """The JSON-RPC error response for a message that could not be read (its id cannot be known: null)."""
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": f"Parse error: {problem}"}}
+    return {"jsonrpc": "2.0", "id": None, "error": {
+        "code": PARSE_ERROR, "message": f"Parse error: {problem}",
+        "data": jsonrpc_data(MCP_PARSE_ERROR, [{"field": None, "message": problem}])}}
 
 
-def error_response(message_id, code: int, items: list[dict]) -> dict:
-    """A JSON-RPC error response: the first field error as its message, all of them as data.detail."""
-    return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": one_line(items),
-                                                          "data": {"detail": items}}}
+def error_response(message_id, code: ErrorCode, items: list[dict]) -> dict:
+    """A JSON-RPC error response: the code's JSON-RPC code, the first field error as its message, the service's code
+    and every field error as data."""
+    return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code.jsonrpc, "message": one_line(items),
+                                                          "data": jsonrpc_data(code, items)}}
 
 
 def method_params(server) -> dict[str, type]:
@@ -70,24 +72,24 @@ def _envelope(message):
     return types.JSONRPCResponse if "result" in message else None
 
 
-def refused_message(message, params_by_method: Mapping[str, type]) -> tuple[dict, bool] | None:
-    """(the error response, whether the message as a whole was refused) for a message the mcp package would refuse
-    in pydantic's words; None for one it may have. A notification's params are the package's to check (a
-    notification gets no answer)."""
+def refused_message(message, params_by_method: Mapping[str, type]) -> tuple[dict, ErrorCode] | None:
+    """(the error response, its code) for a message the mcp package would refuse in pydantic's words; None for one
+    it may have. A notification's params are the package's to check (a notification gets no answer)."""
     from pydantic import ValidationError
 
     model = _envelope(message)
     if model is None:
         what = "a JSON array (batches are not supported)" if isinstance(message, list) else \
             "a JSON object with no method, result or error" if isinstance(message, dict) else "not a JSON object"
-        return error_response(None, INVALID_REQUEST, [{"field": None, "message": f"a JSON-RPC message is a JSON "
-                                                       f"object with a method (or a result or an error); this is "
-                                                       f"{what}"}]), True
+        return error_response(None, MCP_INVALID_MESSAGE, [{
+            "field": None, "message": f"a JSON-RPC message is a JSON object with a method (or a result or an "
+                                      f"error); this is {what}"}]), MCP_INVALID_MESSAGE
     try:
         envelope = model.model_validate(message, by_name=False)
     except ValidationError as exc:
         message_id = message.get("id") if isinstance(message.get("id"), (str, int)) else None
-        return error_response(message_id, INVALID_REQUEST, field_errors(exc.errors(), message)), True
+        return error_response(message_id, MCP_INVALID_MESSAGE, field_errors(exc.errors(), message)), \
+            MCP_INVALID_MESSAGE
     params_model = params_by_method.get(envelope.method) if model.__name__ == "JSONRPCRequest" else None
     if params_model is None:
         return None
@@ -97,5 +99,5 @@ def refused_message(message, params_by_method: Mapping[str, type]) -> tuple[dict
     except ValidationError as exc:
         items = [{**item, "field": f"params.{item['field']}" if item["field"] else "params"}
                  for item in field_errors(exc.errors(), params)]
-        return error_response(envelope.id, INVALID_PARAMS, items), False
+        return error_response(envelope.id, MCP_INVALID_PARAMS, items), MCP_INVALID_PARAMS
     return None

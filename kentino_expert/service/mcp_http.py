@@ -16,6 +16,15 @@ from __future__ import annotations
 import json
 from contextlib import asynccontextmanager
 
+from .error_codes import (
+    BODY_TOO_LARGE,
+    MCP_NOT_INSTALLED,
+    MCP_NOT_RUNNING,
+    MCP_PARSE_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_JSON,
+    ErrorCode,
+)
 from .guard import is_json_media_type, not_json, refusal
 from .http_io import MAX_BODY
 from .jsonrpc import method_params, parse_error, read_strict, refused_message
@@ -49,28 +58,25 @@ class McpEndpoint:
 
     async def __call__(self, scope, receive, send):
         if self._manager is None:  # the app was called without its lifespan (no MCP session manager)
-            body = json.dumps({"detail": [{"field": None, "message": "MCP is not running: the service's lifespan "
-                                                                     "did not start"}]}).encode()
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await refusal(send, MCP_NOT_RUNNING, None, "MCP is not running: the service's lifespan did not start")
             return
         if scope["method"] != "POST":
-            await refusal(send, 405, "method", "MCP here is stateless with JSON responses: POST a JSON-RPC message "
+            await refusal(send, METHOD_NOT_ALLOWED, "method", "MCP here is stateless with JSON responses: POST a "
+                                                              "JSON-RPC message "
                                                "(there is no event stream to GET and no session to DELETE)",
                           [(b"allow", b"POST")])
             return
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
         if not is_json_media_type(content_type):
-            await refusal(send, 415, "content-type", not_json(content_type))
+            await refusal(send, NOT_JSON, "content-type", not_json(content_type))
             return
         body = await _read_body(receive)
         if body is None:
-            await refusal(send, 413, "body", f"the body is larger than {MAX_BODY} bytes")
+            await refusal(send, BODY_TOO_LARGE, "body", f"the body is larger than {MAX_BODY} bytes")
             return
         message, problem = read_strict(body)
-        refused = (parse_error(problem), True) if problem is not None else refused_message(message, self._params)
+        refused = (parse_error(problem), MCP_PARSE_ERROR) if problem is not None else \
+            refused_message(message, self._params)
         if refused is not None:  # before the mcp package, which would answer in pydantic's words
             await _json_rpc_error(send, *refused)
             return
@@ -93,11 +99,11 @@ async def _read_body(receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _json_rpc_error(send, response: dict, whole: bool) -> None:
-    """A JSON-RPC error response: 400 for a message refused as a whole (not JSON, not JSON-RPC), 200 for a request
-    answered with an error (its params), as the mcp package answers them."""
+async def _json_rpc_error(send, response: dict, code: ErrorCode) -> None:
+    """A JSON-RPC error response with its code's status: 400 for a message refused as a whole (not JSON, not
+    JSON-RPC), 200 for a request answered with an error (its params), as the mcp package answers them."""
     body = json.dumps(response, separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": 400 if whole else 200,
+    await send({"type": "http.response.start", "status": code.status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
@@ -124,7 +130,7 @@ class McpMissing:
     as McpEndpoint is, so every method reaches it)."""
 
     async def __call__(self, scope, receive, send):
-        await refusal(send, 501, None, MCP_MISSING)
+        await refusal(send, MCP_NOT_INSTALLED, None, MCP_MISSING)
 
 
 mcp_missing = McpMissing()

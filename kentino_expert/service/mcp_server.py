@@ -24,6 +24,7 @@ from ..version import __version__
 from .answer_size import served_sizes
 from .compact import check_view, compact
 from .decide import decide
+from .error_codes import MCP_UNKNOWN_TOOL, jsonrpc_data
 from .log_failures import public_message
 from .tool_schema import facts_of, recommend_output_schema, request_schema
 
@@ -197,8 +198,8 @@ def build_server(expert=None, log=None, may_read=None):
         except ToolFailed as exc:
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
         except UnknownTool as exc:
-            raise MCPError(types.INVALID_PARAMS, f"params.name: {exc}",
-                           {"detail": [{"field": "params.name", "message": str(exc)}]}) from None
+            raise MCPError(MCP_UNKNOWN_TOOL.jsonrpc, f"params.name: {exc}",
+                           jsonrpc_data(MCP_UNKNOWN_TOOL, [{"field": "params.name", "message": str(exc)}])) from None
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
