@@ -276,7 +276,7 @@ TABLES = {
 }
 # Tables whose source sits above this layer (the CLI's own commands, the service's measured answer sizes) are rendered
 # there and passed in.
-PASSED_IN = ("service-options", "answer-sizes", "log-row-sizes", "http-errors")
+PASSED_IN = ("service-options", "answer-sizes", "log-row-sizes", "http-errors", "route-scopes")
 
 
 def render_all(ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[str, str]:

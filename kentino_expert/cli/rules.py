@@ -206,13 +206,14 @@ def cli_tables(expert=None) -> dict[str, str]:
     from ..expert import Expert
     from ..service.answer_size import chat_bot_sizes, log_row_sizes, measure
     from ..service.error_codes import codes_table
+    from ..service.scopes import routes_table
     from ..service.tool_schema import tool_definition
 
     expert = expert or Expert()
     sizes = measure(expert, directories=DOC_DIRECTORIES)  # where the clone is changes no figure
     tool = len(fastjson.dumps_bytes(tool_definition(expert.ruleset, expert.knowledge)))
     return {"service-options": options_table(serve, mcp), "answer-sizes": chat_bot_sizes(sizes, tool),
-            "log-row-sizes": log_row_sizes(sizes), "http-errors": codes_table()}
+            "log-row-sizes": log_row_sizes(sizes), "http-errors": codes_table(), "route-scopes": routes_table()}
 
 
 @rules_group.command("examples")

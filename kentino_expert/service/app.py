@@ -34,10 +34,11 @@ from .api_routes import add_answer_routes, add_decision_routes
 from .error_codes import NOT_READY, PUBLISHED_SET_UNREADABLE, RELOAD_REFUSED, error_response
 from .error_handlers import install_error_handlers
 from .follower import holder_for, sandboxed_factory
-from .guard import Access, Guard, authorise, document_access
+from .guard import Access, Guard, authorise
 from .http_io import HeadAsGet
 from .mcp_http import mcp_missing, mount_mcp
 from .metrics import install as install_metrics
+from .scopes import check_routes, document_access
 from .ui import add_ui_routes
 
 
@@ -87,6 +88,7 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     add_ui_routes(app, holder, decision_log)
     # MCP over streamable HTTP; the mcp package is a dependency, but an install without it says so (501)
     app.add_route("/mcp", mcp if mcp is not None else mcp_missing, include_in_schema=False)
+    check_routes(app.router.routes)  # every route declares its scope (and again at start, for routes added since)
     _document_access(app, access)
     return app
 
@@ -106,12 +108,13 @@ def _log_read_refused(headers, access) -> str | None:
 
 
 def _document_access(app, access) -> None:
-    """The OpenAPI document, built once, with the security schemes and error bodies (service_guard)."""
+    """The OpenAPI document, built once, with the security schemes, each operation's security and the error bodies
+    (scopes.py)."""
     build = app.openapi
 
     def openapi():
         if app.openapi_schema is None:
-            app.openapi_schema = document_access(build(), access)
+            app.openapi_schema = document_access(build(), bool(access.read_token or access.admin_token))
         return app.openapi_schema
     app.openapi = openapi
 
@@ -129,6 +132,7 @@ def _lifespan(holder, mcp=None):
 
     @asynccontextmanager
     async def lifespan(app):
+        check_routes(app.router.routes)  # a route added after create_app without a declared scope: no start
         loop = asyncio.get_running_loop()
         installed = False
         if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):

@@ -3,13 +3,14 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 
 - Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
   page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
-- Scopes: routes under /v1/decisions, /metrics and the decision browser (/ui) need `read`, routes
-  under /v1/admin need `admin`; the admin token also reads. With no token configured the log is open
+- Scopes: each route needs what scopes.ROUTES declares for it (public, read or admin; a route not declared
+  stops the app from starting); the admin token also reads. With no token configured the log is open
   (loopback use); with any token configured every log read needs one. With no admin token, HTTP
-  reload is off (403). A browser cannot send a bearer token: under /ui the token may also come as
-  the password of HTTP Basic, and a refusal there is a page with a Basic challenge (the browser asks for it).
-- MCP over HTTP (/mcp): a request with an Origin header must come from an allowed host (the MCP
-  transport's own defence against DNS rebinding, beside the Host check).
+  reload is off (403). A browser cannot send a bearer token: on a route declared a page (the decision
+  browser's) the token may also come as the password of HTTP Basic, and a refusal there is a page with a
+  Basic challenge (the browser asks for it).
+- MCP over HTTP (/mcp, declared `origin`): a request with an Origin header must come from an allowed host (the
+  MCP transport's own defence against DNS rebinding, beside the Host check).
 - POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
   CORS preflight, which this service never grants.
 - Log reads run at most `log_readers` at a time; the others wait on the event loop, so readers
@@ -22,7 +23,6 @@ import base64
 import binascii
 import hmac
 import ipaddress
-import json
 import os
 import re
 import weakref
@@ -36,17 +36,13 @@ from .error_codes import (
     HOST_REFUSED,
     NOT_JSON,
     ORIGIN_REFUSED,
-    REGISTRY,
     RELOAD_OFF,
     TOKEN_REQUIRED,
     ErrorCode,
     error_bytes,
-    responses_for,
 )
+from .scopes import ADMIN, PUBLIC, READ, Scope, check_routes
 
-READ, ADMIN = "read", "admin"
-UI_PREFIX, MCP_PATH = "/ui", "/mcp"
-SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
 PORT, MAX_PORT = re.compile(r"[0-9]{1,5}"), 65535  # RFC 3986: a port is digits; TCP's are 1 to 65535
@@ -161,11 +157,6 @@ def basic_password(header: bytes | None) -> bytes | None:
     return password if colon else None
 
 
-def is_ui_path(path: str) -> bool:
-    """The decision browser's pages (/ui and below), where the token may come as an HTTP Basic password."""
-    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
-
-
 def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
     """An Origin header names an allowed host ('null', from a file or a sandbox, names none)."""
     try:
@@ -267,20 +258,21 @@ def refusal(send, code: ErrorCode, field: str | None, message: str, extra_header
 
 
 class Guard:
-    """ASGI middleware enforcing an `Access` in front of `app`; `routes` are the app's routes (for scopes)."""
+    """ASGI middleware enforcing an `Access` in front of `app`; `routes` are the app's routes, each with the scope
+    scopes.ROUTES declares for it (the app checked them all when it started)."""
 
     def __init__(self, app, access: Access, routes):
         self.app, self.access, self._routes = app, access, routes
-        self._protected = None
+        self._declared = None
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _scope_of(self, scope) -> str | None:
-        if self._protected is None:  # after every route is registered
-            self._protected = [(route, needed) for route in self._routes for prefix, needed in SCOPE_PREFIXES
-                               if getattr(route, "path", "").startswith(prefix)]
-        for route, needed in self._protected:
+    def _scope_of(self, scope) -> Scope | None:
+        """The declared scope of the route a request goes to (None: no route, a 404 anyone may get)."""
+        if self._declared is None:  # once every route is registered
+            self._declared = check_routes(self._routes)
+        for route, declared in self._declared:
             if route.matches(scope)[0] is not Match.NONE:
-                return needed
+                return declared
         return None
 
     def _gate(self) -> asyncio.Semaphore:
@@ -306,18 +298,18 @@ class Guard:
             await refusal(send, HOST_REFUSED, "host", f"this service does not answer to the Host '{host[:100]}' "
                                              f"(see --allowed-host)")
             return
-        if scope["path"] == MCP_PATH and b"origin" in headers \
+        declared = self._scope_of(scope)
+        if declared is not None and declared.origin and b"origin" in headers \
                 and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
             await refusal(send, ORIGIN_REFUSED, "origin", "MCP requests from a web page of another host are refused")
             return
-        needed = self._scope_of(scope)
+        needed = declared.needs if declared is not None and declared.needs != PUBLIC else None
         if needed is not None:
-            ui = is_ui_path(scope["path"])
-            denied = authorise(needed, headers.get(b"authorization"), self.access, basic=ui)
+            denied = authorise(needed, headers.get(b"authorization"), self.access, basic=declared.page)
             if denied is not None:
                 code, message, challenge = denied
                 extra = [(b"www-authenticate", challenge.encode())] if challenge else []
-                await refusal(send, code, "authorization", message, extra, html=ui)
+                await refusal(send, code, "authorization", message, extra, html=declared.page)
                 return
         if scope["method"] == "POST":
             content_type = headers.get(b"content-type")
@@ -331,53 +323,3 @@ class Guard:
                 await self.app(scope, receive, send)
             return
         await self.app(scope, receive, send)
-
-
-# -- the OpenAPI document ---------------------------------------------------------------------------
-
-ERROR_SCHEMA = {"type": "object", "required": ["code", "detail"], "description": "What was wrong, field by field.",
-                "properties": {"code": {"type": "string", "enum": [c.code for c in REGISTRY.values() if not c.jsonrpc],
-                                        "description": "What went wrong, as a stable code (the table in "
-                                                       "docs/chat-bots.md says what each means)."},
-                               "detail": {
-                    "type": "array", "minItems": 1, "description": "One item per problem.",
-                    "items": {"type": "object", "required": ["field", "message"], "properties": {
-                        "field": {"type": ["string", "null"], "description": "The field, fact or header concerned "
-                                                                             "(null: the request as a whole)."},
-                        "message": {"type": "string", "description": "What is wrong, and what would do."}}}}}}
-SECURITY_SCHEMES = {
-    "readToken": {"type": "http", "scheme": "bearer",
-                  "description": "KENTINO_READ_TOKEN: reads the decision log and its explanations."},
-    "adminToken": {"type": "http", "scheme": "bearer",
-                   "description": "KENTINO_ADMIN_TOKEN: reloads the rules, and reads what the read token reads."}}
-AUTH_RESPONSES = {READ: responses_for(TOKEN_REQUIRED), ADMIN: responses_for(TOKEN_REQUIRED, ADMIN_TOKEN_REQUIRED,
-                                                                            RELOAD_OFF)}
-
-
-def document_access(spec: dict, access: Access) -> dict:
-    """The OpenAPI document with the bearer schemes, each operation's security, and the error bodies."""
-    components = spec.setdefault("components", {})
-    components["securitySchemes"] = SECURITY_SCHEMES
-    schemas = components.setdefault("schemas", {})
-    schemas["Error"] = ERROR_SCHEMA
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    anyone = [] if access.read_token or access.admin_token else [{}]
-    for path, operations in spec.get("paths", {}).items():
-        needed = next((n for prefix, n in SCOPE_PREFIXES if path.startswith(prefix)), None)
-        for method, operation in operations.items():
-            responses = operation.setdefault("responses", {})
-            if needed is not None:
-                operation["security"] = ([{"readToken": []}, {"adminToken": []}] + anyone if needed == READ
-                                         else [{"adminToken": []}])
-                for status, response in AUTH_RESPONSES[needed].items():
-                    responses.setdefault(str(status), dict(response))
-            if method == "post":
-                responses.setdefault(str(NOT_JSON.status), responses_for(NOT_JSON)[NOT_JSON.status])
-            for code, response in responses.items():
-                content = response.get("content", {})
-                if code[0] in "45" and (not content or "HTTPValidationError" in json.dumps(content)):
-                    response["content"] = error
-    for unused in ("HTTPValidationError", "ValidationError"):
-        if unused not in json.dumps(spec.get("paths", {})):
-            schemas.pop(unused, None)
-    return spec
