@@ -59,7 +59,11 @@ ExplainFormat = Literal["markdown", "html"]
 
 def add_answer_routes(app, holder, decision_log) -> None:
     """POST /v1/recommend, the facts schema and the rule listing."""
+    _add_recommend(app, holder, decision_log)
+    _add_schema_and_rules(app, holder)
 
+
+def _add_recommend(app, holder, decision_log) -> None:
     @app.post("/v1/recommend", operation_id="recommend", tags=["answers"],
               summary="Recommend a build for workload facts (the decision is logged first)",
               description="The body is a JSON object of workload facts (only `task` is required), optionally with "
@@ -86,6 +90,8 @@ def add_answer_routes(app, holder, decision_log) -> None:
         body = await decide_off_loop(holder, decision_log, raw, request.query_params)
         return Response(body, media_type="application/json")
 
+
+def _add_schema_and_rules(app, holder) -> None:
     @app.get("/v1/schema/facts", operation_id="getFactsSchema", tags=["answers"],
              summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
              description="The facts `recommend` takes: each property with its description, the question to ask for "
@@ -114,6 +120,11 @@ def add_answer_routes(app, holder, decision_log) -> None:
 
 def add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
+    _add_listing(app, decision_log)
+    _add_decision(app, holder, decision_log)
+
+
+def _add_listing(app, decision_log) -> None:
     @app.get("/v1/decisions", operation_id="listDecisions", tags=["decisions"],
              summary="Logged decisions, newest first", response_description="One page of decisions",
              description="One page of logged decisions (their columns, not the stored answers), newest first, "
@@ -146,6 +157,9 @@ def add_decision_routes(app, holder, decision_log) -> None:
         page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor, session_id=session_id)
         return _json({"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor})
 
+
+
+def _add_decision(app, holder, decision_log) -> None:
     @app.get("/v1/decisions/{decision_id}", operation_id="getDecision", tags=["decisions"],
              summary="One logged decision",
              description="The decision as logged: when, through which edge, the facts as given and the whole answer.",

@@ -33,6 +33,12 @@ HTTP_EXCEPTION_CODES = {code.status: code for code in (NOT_FOUND, METHOD_NOT_ALL
 
 def install_error_handlers(app) -> None:
     """Every exception of a request as an error response with its code."""
+    _request_errors(app)
+    _service_errors(app)
+
+
+def _request_errors(app) -> None:
+    """What the request itself got wrong, or asked of a route that does not take it."""
     @app.exception_handler(BadRequest)
     async def _bad_request(request, exc: BadRequest):
         return error_response(exc.code, exc.field, exc.message)
@@ -46,7 +52,7 @@ def install_error_handlers(app) -> None:
     async def _http(request, exc: StarletteHTTPException):
         code = HTTP_EXCEPTION_CODES.get(exc.status_code)
         if code is None:  # a status no route here raises: a bug
-            return await _unexpected(request, exc)
+            return _internal_error(request)
         response = error_response(code, None, str(exc.detail), headers=exc.headers)  # e.g. the `Allow` of a 405
         if "allow" in response.headers:
             response.headers["allow"] = allow_with_head(response.headers["allow"])
@@ -58,6 +64,11 @@ def install_error_handlers(app) -> None:
         return error_response(INVALID_PARAMETER if field in PARAMETER_FIELDS else INVALID_FACTS, field,
                               exc.suggested())
 
+
+
+def _service_errors(app) -> None:
+    """What the service could not do with a well-formed request: a row it cannot read, its log, the arithmetic, a
+    bug."""
     @app.exception_handler(UnreadableRow)
     async def _unreadable_row(request, exc: UnreadableRow):  # a row another program wrote: for good, as a 422
         return error_response(UNREADABLE_ROW, exc.name, exc.problem)
@@ -71,6 +82,11 @@ def install_error_handlers(app) -> None:
         return error_response(FACTS_NOT_EVALUABLE, "facts", f"these facts cannot be evaluated: {exc.message}")
 
     @app.exception_handler(Exception)
-    async def _unexpected(request, exc: Exception):  # a bug, never the client's doing: logged in full
-        logging.getLogger("uvicorn.error").exception("internal error on %s %s", request.method, request.url.path)
-        return error_response(INTERNAL_ERROR, None, "internal error (logged on the server)")
+    async def _unexpected(request, exc: Exception):
+        return _internal_error(request)
+
+
+def _internal_error(request):
+    """A bug, never the client's doing: logged in full (the exception being handled), answered in a sentence."""
+    logging.getLogger("uvicorn.error").exception("internal error on %s %s", request.method, request.url.path)
+    return error_response(INTERNAL_ERROR, None, "internal error (logged on the server)")

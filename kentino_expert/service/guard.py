@@ -286,40 +286,40 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers, hosts = {}, 0
+        headers = {}
         for name, value in scope["headers"]:
             headers.setdefault(name, value)  # the first, as Starlette reads them
-            hosts += name == b"host"
-        host = headers.get(b"host", b"").decode("latin-1")
-        if hosts > 1:  # which one a proxy in front routed by cannot be known
-            await refusal(send, HOST_REFUSED, "host", "more than one Host header")
-            return
-        if not host_allowed(host, self.access.allowed_hosts):
-            await refusal(send, HOST_REFUSED, "host", f"this service does not answer to the Host '{host[:100]}' "
-                                             f"(see --allowed-host)")
-            return
         declared = self._scope_of(scope)
+        refused = self._refused(scope, headers, declared)
+        if refused is not None:
+            code, field, message, extra, html = refused
+            await refusal(send, code, field, message, extra, html=html)
+        elif declared is not None and declared.needs == READ:  # a log read waits for one of its places
+            async with self._gate():
+                await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _refused(self, scope, headers: dict, declared: Scope | None) -> tuple | None:
+        """(code, field, message, extra headers, as a page) of the refusal a request gets before the app, or None."""
+        host = headers.get(b"host", b"").decode("latin-1")
+        if sum(name == b"host" for name, _ in scope["headers"]) > 1:  # which one a proxy routed by is not known
+            return HOST_REFUSED, "host", "more than one Host header", (), False
+        if not host_allowed(host, self.access.allowed_hosts):
+            return HOST_REFUSED, "host", f"this service does not answer to the Host '{host[:100]}' (see " \
+                                         f"--allowed-host)", (), False
         if declared is not None and declared.origin and b"origin" in headers \
                 and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
-            await refusal(send, ORIGIN_REFUSED, "origin", "MCP requests from a web page of another host are refused")
-            return
-        needed = declared.needs if declared is not None and declared.needs != PUBLIC else None
-        if needed is not None:
-            denied = authorise(needed, headers.get(b"authorization"), self.access, basic=declared.page)
+            return ORIGIN_REFUSED, "origin", "MCP requests from a web page of another host are refused", (), False
+        if declared is not None and declared.needs != PUBLIC:
+            denied = authorise(declared.needs, headers.get(b"authorization"), self.access, basic=declared.page)
             if denied is not None:
                 code, message, challenge = denied
                 extra = [(b"www-authenticate", challenge.encode())] if challenge else []
-                await refusal(send, code, "authorization", message, extra, html=declared.page)
-                return
+                return code, "authorization", message, extra, declared.page
         if scope["method"] == "POST":
             content_type = headers.get(b"content-type")
-            if content_type is not None or has_body(headers):
-                label = (content_type or b"").decode("latin-1")
-                if not is_json_media_type(label):
-                    await refusal(send, NOT_JSON, "content-type", not_json(label))
-                    return
-        if needed == READ:
-            async with self._gate():
-                await self.app(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            label = (content_type or b"").decode("latin-1")
+            if (content_type is not None or has_body(headers)) and not is_json_media_type(label):
+                return NOT_JSON, "content-type", not_json(label), (), False
+        return None
