@@ -226,6 +226,8 @@ def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, e
         def recommend_traced(self, workload):
             raise OverflowError("cannot convert float infinity to integer")
 
+        decide_parts = recommend_traced  # what decide() asks of an expert
+
     with open_log(tmp_path / "mcp.db") as log:
         is_error, text = _call(build_server(Exploding(), log), "recommend", {"task": "inference"})
         assert log.list() == []
