@@ -1,6 +1,6 @@
 """JSON text for responses and the decision log: orjson when it is installed, else the standard library.
 
-orjson writes a 12 KB answer about ten times faster than `json.dumps`. It writes NaN and Infinity
+orjson writes an answer about ten times faster than `json.dumps`. It writes NaN and Infinity
 as null where `json.dumps(allow_nan=False)` would refuse them; the pipeline never produces them
 (facts are bounded and validated, and derive refuses a non-finite figure), so nothing is lost.
 Ints beyond 64 bits, which orjson refuses, fall back to the standard library.

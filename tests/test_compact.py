@@ -115,17 +115,18 @@ def test_clip_keeps_what_fits_and_cuts_the_rest_with_an_ellipsis():
 
 
 def test_alternatives_of_the_answer_are_shortened():
-    """Alternatives given as dicts or objects keep only card, kind, nodes and works."""
+    """Alternatives given as dicts or objects keep only card, kind, nodes, precision and works."""
     class Weighed:
         gpu, kind, nodes, works, precision = "l40", "dp-replicas", 3, False, "fp8"
 
     response = {"decision_id": None, "status": "final", "questions": [], "warnings": [],
                 "recommendation": {"kind": "single-node", "nodes": 1, "gpus_per_node": 8, "gpu": "rtx-5090",
                                    "precision": "fp8", "summary": "s"},
-                "alternatives": [{"gpu": "l4", "kind": "single-node", "nodes": 1, "works": True, "sentence": "x"},
-                                 Weighed()]}
-    assert compact(response)["alternatives"] == [{"gpu": "l4", "kind": "single-node", "nodes": 1, "works": True},
-                                                 {"gpu": "l40", "kind": "dp-replicas", "nodes": 3, "works": False}]
+                "alternatives": [{"gpu": "l4", "kind": "single-node", "nodes": 1, "precision": "int4", "works": True,
+                                  "sentence": "x"}, Weighed()]}
+    assert compact(response)["alternatives"] == [
+        {"gpu": "l4", "kind": "single-node", "nodes": 1, "precision": "int4", "works": True},
+        {"gpu": "l40", "kind": "dp-replicas", "nodes": 3, "precision": "fp8", "works": False}]
 
 
 def test_a_card_switch_shows_its_alternatives(expert):
@@ -138,7 +139,7 @@ def test_a_card_switch_shows_its_alternatives(expert):
     named = next(item for item in short["alternatives"] if item["gpu"] == "rtx-5090")
     limit = expert.ruleset.parameter_values["max_ib_cluster_nodes"]
     assert (named["kind"], named["works"]) == ("frontier", False) and named["nodes"] > limit, "beyond an IB cluster"
-    assert short["alternatives"] == [{key: item[key] for key in ("gpu", "kind", "nodes", "works")}
+    assert short["alternatives"] == [{key: item[key] for key in ("gpu", "kind", "nodes", "precision", "works")}
                                      for item in response["alternatives"][:MAX_ALTERNATIVES]]
     CompactDecision.model_validate(short)
 

@@ -145,8 +145,9 @@ def _b64(value) -> str:
 @pytest.mark.parametrize("cursor", ["x", "%%%", "é", "A" * 500, _b64({"a": 1}), _b64(["2025-01-01", 5]),
                                     _b64(["yesterday", "abc"]), _b64(["2025-01-01", "a\nb"]), _b64(["2025-01-01"]),
                                     base64.urlsafe_b64encode(b"\xff\xfe").decode()])
-def test_a_cursor_the_log_did_not_give_is_an_input_error(fresh, cursor):
-    """A forged or damaged cursor is an InputError on `cursor`, never a database error."""
+def test_a_cursor_of_another_form_is_an_input_error(fresh, cursor):
+    """A cursor not of the log's form (the old base64 ones among them) is an InputError on `cursor`, never a
+    database error."""
     with pytest.raises(InputError) as info:
         fresh.page(cursor=cursor)
     assert info.value.field == "cursor"
@@ -367,7 +368,25 @@ def test_cli_prune_needs_an_existing_log(tmp_path):
     assert result.exit_code == 2 and "no decision log" in result.output and not (tmp_path / "none.db").exists()
 
 
-def test_encode_cursor_is_url_safe():
-    """A cursor travels in a query string unescaped: only URL-safe base64 characters."""
-    cursor = encode_cursor("2025-01-01T00:00:00.000000+00:00", "f" * 32)
-    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+@pytest.mark.parametrize("cursor", ["1.00", "-99999999999999999.ff", "99999999999999999." + "ff" * 200,
+                                    "0." + "c3" * 3])
+def test_any_cursor_of_the_form_is_a_position(fresh, cursor):
+    """Every cursor of the form the OpenAPI document gives (CURSOR_PATTERN) is a position in the listing, also one
+    the log did not give: a time before year 1 lists nothing older, one past the year 5000 everything, and an id
+    whose bytes are not UTF-8 compares as their nearest text."""
+    _rows(fresh, range(3))
+    expected = 0 if cursor.startswith(("1.", "-", "0.")) else 3
+    assert len(fresh.page(cursor=cursor).decisions) == expected
+
+
+def test_encode_cursor_is_url_safe_and_of_the_documented_form():
+    """A cursor travels in a query string unescaped (digits, '-', '.' and hex digits only), matches the pattern the
+    OpenAPI document gives, and reads back as the row it was made from."""
+    import re
+
+    from kentino_expert.decisions.meta import CURSOR_PATTERN, decode_cursor
+    for at, decision_id in (("2025-01-01T00:00:00.000000+00:00", "f" * 32), ("1969-07-20T20:17:40.000000+00:00",
+                                                                           "id from élsewhere")):
+        cursor = encode_cursor(at, decision_id)
+        assert set(cursor) <= set("0123456789abcdef-.") and re.fullmatch(CURSOR_PATTERN.strip("^$"), cursor)
+        assert decode_cursor(cursor) == (at, decision_id)

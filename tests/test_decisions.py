@@ -282,14 +282,22 @@ def test_a_failed_insert_leaves_no_transaction_open(tmp_path, value):
     log.close()
 
 
-@pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
-def test_since_out_of_utc_range_is_an_error(tmp_path, since):
-    """A since that exists in its own zone but not in UTC is a DecisionLogError, and one CLI error line."""
+@pytest.mark.parametrize("since, listed", [("9999-12-31T23:00:00-05:00", 0), ("0001-01-01T00:00:00+05:00", 1)])
+def test_since_out_of_utc_range_is_the_first_or_last_moment(tmp_path, since, listed):
+    """A since that exists in its own zone but not in UTC (a date-time RFC 3339 allows) filters from the first
+    moment there is, or after the last: every decision, or none; `decisions list` says the same."""
     db = tmp_path / "since.db"
-    with open_log(db) as log, pytest.raises(DecisionLogError, match="ISO-8601"):
-        log.list(since=since)
+    with open_log(db) as log:
+        log.record({"task": "inference"}, _ANSWER, "http")
+        assert len(log.list(since=since)) == listed
     result = CliRunner().invoke(_cli(), ["decisions", "list", "--since", since, "--db", str(db)])
-    assert result.exit_code == 2 and result.output.startswith("error: ") and len(result.output.splitlines()) == 1
+    assert result.exit_code == 0 and result.output.count("single-node") == listed, result.output
+
+
+def test_prune_before_out_of_utc_range_is_an_error(tmp_path):
+    """prune's --before deletes: a time that is not in UTC's years 1-9999 is refused, not taken as an edge."""
+    with open_log(tmp_path / "before.db") as log, pytest.raises(DecisionLogError, match="ISO-8601"):
+        log.prune(before="9999-12-31T23:00:00-05:00")
 
 
 def test_cli_read_commands_refuse_a_missing_or_empty_log_in_url_form(tmp_path, expert):

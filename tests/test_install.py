@@ -99,6 +99,18 @@ def test_everything_installed_for_the_tests_is_pinned():
     assert {"pytest", "schemathesis", "mcp", "durable-rules", "psycopg-binary"} <= set(installed)
 
 
+def test_a_plain_install_brings_mcp():
+    """MCP is how assistants connect: `pip install kentino-expert`, no extra, installs the mcp package (2.x)."""
+    try:
+        metadata.distribution("kentino-expert")
+    except metadata.PackageNotFoundError:
+        pytest.skip("kentino-expert is not installed here (the README installs it with pip install -e '.[test]')")
+    plain = _closure("kentino-expert", frozenset())
+    assert "mcp" in plain and plain["mcp"].split(".")[0] == "2", sorted(plain)
+    runtime = [r for where, r in declared() if where == "dependencies"]
+    assert any(r.name == "mcp" for r in runtime)
+
+
 def _setup_commands() -> list[str]:
     text, line = section("## Set-up")
     block = next(b for b in fenced_blocks(text, line) if b.info == "sh")

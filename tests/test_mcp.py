@@ -72,6 +72,36 @@ def test_stdio_lists_both_tools_with_the_facts_schema_and_annotations(stdio_roun
     assert recommend.destructive_hint is False and recommend.open_world_hint is False
 
 
+def _without_defaults(node):
+    """A JSON Schema without its `default` annotations (FastAPI leaves a null default out of the OpenAPI document)."""
+    if isinstance(node, dict):
+        return {k: _without_defaults(v) for k, v in node.items() if k != "default"}
+    return [_without_defaults(v) for v in node] if isinstance(node, list) else node
+
+
+def test_recommend_declares_the_output_schema_of_the_openapi_document(stdio_round_trip, tmp_path):
+    """recommend, which returns structured content, declares it as its outputSchema: an object at the root, both
+    results of the session (full and compact) valid against it, and each model in it the one POST /v1/recommend
+    declares in the OpenAPI document; explain returns text only and declares none."""
+    import jsonschema
+
+    from kentino_expert.service.app import create_app
+    out = stdio_round_trip[1]
+    schema = out["tools"]["recommend"].output_schema
+    assert schema is not None and schema["type"] == "object" and out["tools"]["explain"].output_schema is None
+    for result in (out["answer"], out["compact"]):
+        jsonschema.Draft202012Validator(schema).validate(result)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate({**out["answer"], "status": "maybe"})
+    with open_log(tmp_path / "openapi.db") as log:
+        document = create_app(log=log).openapi()
+    declared = document["paths"]["/v1/recommend"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    ours = json.loads(json.dumps(schema).replace("#/$defs/", "#/components/schemas/"))
+    assert ours["anyOf"] == declared["anyOf"]
+    for name, model in ours["$defs"].items():
+        assert _without_defaults(model) == _without_defaults(document["components"]["schemas"][name]), name
+
+
 def test_stdio_recommend_is_logged_and_explained(stdio_round_trip):
     """recommend answers as POST /v1/recommend (structured and as JSON text), is logged with source 'mcp', and
     explain by its id gives the Markdown report."""
@@ -196,6 +226,8 @@ def test_mcp_recommend_turns_an_evaluation_failure_into_a_tool_error(tmp_path, e
         def recommend_traced(self, workload):
             raise OverflowError("cannot convert float infinity to integer")
 
+        decide_parts = recommend_traced  # what decide() asks of an expert
+
     with open_log(tmp_path / "mcp.db") as log:
         is_error, text = _call(build_server(Exploding(), log), "recommend", {"task": "inference"})
         assert log.list() == []
@@ -247,16 +279,27 @@ def test_explain_takes_the_arguments_recommend_took(tmp_path, expert):
     assert not is_error and text == plain, text[:200]
 
 
-def test_an_unknown_tool_is_an_error(tmp_path, expert):
-    """A tool the server does not have is named in the error."""
+def test_an_unknown_tool_is_invalid_params(tmp_path, expert):
+    """A tool the server does not have is JSON-RPC's invalid params (-32602), as the MCP specification says, naming
+    it and the tools there are, not a tool result marked isError."""
+    from mcp.shared.exceptions import MCPError
+
+    async def call(server):
+        async with Client(server) as client:
+            try:
+                return await client.call_tool("delete_everything", {})
+            except MCPError as exc:
+                return exc
+
     with open_log(tmp_path / "mcp.db") as log:
-        is_error, text = _call(build_server(expert, log), "delete_everything", {})
-    assert is_error and "delete_everything" in text and "recommend and explain" in text
+        raised = asyncio.run(asyncio.wait_for(call(build_server(expert, log)), timeout=60))
+    assert isinstance(raised, MCPError) and raised.code == -32602, raised
+    assert "delete_everything" in raised.message and "recommend and explain" in raised.message
 
 
 def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path, monkeypatch):
-    """/mcp answers 503 in an app whose lifespan did not run, and is absent (404) without the mcp package; the
-    `mcp` command then exits 2 naming the package."""
+    """/mcp answers 503 in an app whose lifespan did not run, and 501 naming the package where the mcp package cannot
+    be imported (an install without its dependencies); the `mcp` command then exits 2 naming the package."""
     from click.testing import CliRunner
     from fastapi.testclient import TestClient
 
@@ -270,11 +313,65 @@ def test_without_its_lifespan_or_its_package_the_http_endpoint_says_so(tmp_path,
         assert not_started.status_code == 503 and "lifespan" in not_started.json()["detail"][0]["message"]
         monkeypatch.setattr(mcp_http, "mcp_installed", lambda: False)
         with TestClient(create_app(log=log), base_url="http://localhost") as client:
-            assert client.post("/mcp", json=initialize).status_code == 404
+            missing = client.post("/mcp", json=initialize)
+            assert missing.status_code == 501 and "needs the mcp package" in missing.json()["detail"][0]["message"]
             assert client.post("/v1/recommend", json=FINETUNE).status_code == 200
     monkeypatch.setattr(cli_service, "mcp_installed", lambda: False)
     result = CliRunner().invoke(cli_service.standalone, ["mcp", "--db", str(tmp_path / "cli.db")])
     assert result.exit_code == 2 and "needs the mcp package" in result.output
+
+
+PYDANTIC_INTERNALS = ("errors.pydantic.dev", "[type=", "input_value", "input_type", "validation error for")
+WRONG_MESSAGES = [  # (message, JSON-RPC code, the field its error names first)
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}, -32600, "params"),
+    ({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 5, "arguments": {}}}, -32602,
+     "params.name"),
+    ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recommend", "arguments": []}}, -32602,
+     "params.arguments"),
+    ({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}, -32602, "params.name"),
+    ({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": 5}}, -32602, "params.cursor"),
+    ({"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {}}, -32602, "params.protocolVersion"),
+    ({"jsonrpc": "1.0", "id": 7, "method": "ping"}, -32600, "jsonrpc"),
+    ({"jsonrpc": "2.0", "id": 8.5, "method": "ping"}, -32600, "id"),
+    ([{"jsonrpc": "2.0", "id": 9, "method": "ping"}], -32600, None),
+]
+
+
+def _says_which_field(error: dict, code: int, field) -> None:
+    """A JSON-RPC error in the HTTP API's words: its code, 'field: message' on one line, every field error in
+    data.detail, and nothing of pydantic's own report."""
+    assert error["code"] == code, error
+    assert "\n" not in error["message"] and not any(word in json.dumps(error) for word in PYDANTIC_INTERNALS), error
+    assert error["message"].startswith(f"{field}: " if field else "a JSON-RPC message is"), error
+    assert error["data"]["detail"][0]["field"] == field, error
+
+
+@pytest.mark.parametrize("message, code, field", WRONG_MESSAGES)
+def test_mcp_over_http_words_a_wrong_message_as_the_http_api(tmp_path, message, code, field):
+    """A message that is not JSON-RPC, or whose params do not fit its method, is refused before the mcp package
+    sees it, with the field named as POST /v1/recommend names it (the package echoed pydantic's report, with its
+    error types, the input and links to pydantic's site, or said only 'Invalid request parameters')."""
+    from fastapi.testclient import TestClient
+
+    from kentino_expert.service.app import create_app
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with open_log(tmp_path / "mcp.db") as log, \
+            TestClient(create_app(log=log), base_url="http://localhost") as client:
+        response = client.post("/mcp", json=message, headers=headers)
+        assert response.status_code == (400 if code == -32600 else 200), response.text
+        _says_which_field(response.json()["error"], code, field)
+        assert log.list() == []
+
+
+def test_mcp_over_stdio_words_a_wrong_message_as_the_http_api(tmp_path):
+    """Over stdio too: each wrong message gets its error in the HTTP API's words, and the session goes on."""
+    lines = [json.dumps(message).encode() for message, _, _ in WRONG_MESSAGES[:-1]]
+    seen = _raw_stdio_exchange(str(tmp_path / "stdio.db"), [*lines, b'{"jsonrpc":"2.0","id":99,"method":"ping"}'])
+    by_id = {message.get("id"): message for message in seen}
+    for message, code, field in WRONG_MESSAGES[:-1]:
+        wanted = message["id"] if isinstance(message["id"], int) else None
+        _says_which_field(by_id[wanted]["error"], code, field)
+    assert by_id[99]["result"] == {}
 
 
 def test_stdio_reads_a_long_line_in_pieces_and_keeps_only_its_head():

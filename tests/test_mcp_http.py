@@ -124,7 +124,8 @@ def test_a_duplicate_key_is_a_parse_error_not_a_guess(server):
            '{"task":"inference","task":"lora","session_id":"dup-key"}}}')
     response = httpx.post(f"{server}/mcp", content=raw, headers=ACCEPT)
     assert response.status_code == 400
-    assert response.json()["error"] == {"code": -32700, "message": "Parse error: duplicate key 'task'"}
+    assert response.json()["error"] == {"code": -32700, "message": "Parse error: duplicate key 'task'", "data": {
+        "code": "mcp-parse-error", "detail": [{"field": None, "message": "duplicate key 'task'"}]}}
     listed = httpx.get(f"{server}/v1/decisions", params={"session_id": "dup-key"},
                        headers={"Authorization": f"Bearer {READ_TOKEN}"}).json()["decisions"]
     assert listed == []

@@ -167,8 +167,30 @@ def test_a_whole_float_turn_is_stored_as_its_integer(client, log):
     assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "turn"
 
 
+def test_the_served_schema_states_answer_sizes_measured_on_real_answers(client, expert):
+    """The schema of `view` (the body of POST /v1/recommend, the MCP tool's input) states the sizes of a full answer
+    and of its compact view as measured on this rule set's examples, not as written: each of those examples,
+    asked over HTTP, is answered within the stated range (it said 'about 13 KB' of answers of 20-22 KB)."""
+    import re
+
+    from kentino_expert.service.answer_size import SERVED_SAMPLE, _examples
+    document = client.get("/openapi.json").json()
+    body = document["paths"]["/v1/recommend"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    text = body["properties"]["view"]["description"]
+    full = re.search(r"whole answer \((\d+\.\d)-(\d+\.\d) KB in the answers to (\d+) of this rule set's", text)
+    short = re.search(r"\((\d+\.\d)-(\d+\.\d) KB in those answers\)", text)
+    assert full and short, text
+    examples = _examples(expert, SERVED_SAMPLE)
+    assert int(full.group(3)) == len(examples) == SERVED_SAMPLE
+    for facts, view, (low, high) in [(f, "full", full.groups()[:2]) for f in examples] + \
+            [(f, "compact", short.groups()) for f in examples]:
+        size = len(client.post("/v1/recommend", json={**facts, "view": view}).content)
+        assert float(low) * 1000 - 50 <= size <= float(high) * 1000 + 50, (view, size, text)
+
+
 def test_decision_404_and_explain(client):
-    """An unknown decision id is a 404 naming the field; a known one explains as markdown and html."""
+    """An unknown decision id is a 404 naming the field; a known one explains as markdown and html, the page with
+    the decision browser's policy (no script, nothing remote, no framing) and neither sniffed as another type."""
     missing = client.get("/v1/decisions/does-not-exist")
     assert missing.status_code == 404 and missing.json()["detail"][0]["field"] == "decision_id"
     decision_id = client.post("/v1/recommend", json=CHAT).json()["decision_id"]
@@ -176,6 +198,10 @@ def test_decision_404_and_explain(client):
     assert markdown.status_code == 200 and "# Recommendation:" in markdown.text
     page = client.get(f"/v1/decisions/{decision_id}/explain", params={"format": "html"})
     assert page.status_code == 200 and page.text.startswith("<!DOCTYPE html>")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "script" not in policy
+    assert page.headers["x-content-type-options"] == markdown.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
 
 
 @pytest.mark.parametrize("body, field", [
@@ -437,12 +463,14 @@ def test_bad_conversation_keys_are_422_and_the_log_stays_writable(log, raw, quer
     assert [row["turn"] for row in log.list()] == [2**63 - 1]
 
 
-@pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
-def test_since_out_of_utc_range_is_422(log, since):
-    """A since that overflows when moved to UTC is a 422 on `since`, not a 500."""
+@pytest.mark.parametrize("since, listed", [("9999-12-31T23:00:00-05:00", 0), ("0001-01-01T00:00:00+05:00", 1)])
+def test_since_out_of_utc_range_is_the_first_or_last_moment(log, since, listed):
+    """A since that overflows when moved to UTC (a date-time the OpenAPI document allows) lists from the first
+    moment there is, or after the last: a 200, not a 422 and not a 500."""
     with local_client(create_app(log=log), raise_server_exceptions=False) as client:
+        client.post("/v1/recommend", json=CHAT)
         response = client.get("/v1/decisions", params={"since": since})
-    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "since"
+    assert response.status_code == 200 and len(response.json()["decisions"]) == listed
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/schema/facts", "/v1/rules", "/v1/decisions",

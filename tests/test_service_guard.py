@@ -45,9 +45,13 @@ def _one_decision(client) -> str:
 @pytest.mark.parametrize("host, allowed", [
     ("localhost", True), ("localhost:8765", True), ("LOCALHOST:1", True), ("127.0.0.1:8765", True),
     ("[::1]:8765", True), ("[::1]", True), ("evil.example", False), ("evil.example:8765", False),
-    ("localhost.evil.example", False), ("127.0.0.1.nip.io", False), ("", False), ("[::2]:80", False)])
+    ("localhost.evil.example", False), ("127.0.0.1.nip.io", False), ("", False), ("[::2]:80", False),
+    ("localhost:65535", True), ("localhost:99999999999", False), ("localhost:65536", False), ("localhost:0", False),
+    ("localhost:abc", False), ("localhost:", False), ("localhost:\u0663", False), ("[::1]:abc", False),
+    ("[::1]:99999", False), ("[::1]x", False)])
 def test_default_host_allowlist(host, allowed):
-    """The loopback names are allowed with or without a port; any other name (a rebound DNS name) is not."""
+    """The loopback names are allowed with or without a port; any other name (a rebound DNS name) is not, nor a
+    port that cannot be one (out of 1-65535, not ASCII digits, empty)."""
     assert host_allowed(host, ("localhost", "127.0.0.1", "[::1]")) is allowed
 
 
@@ -58,9 +62,11 @@ def test_host_entries_with_port_and_wildcard():
     assert host_allowed("anything", ("*",)) and host_allowed("", ("*",))
 
 
-@pytest.mark.parametrize("entry", ["http://api.example.com", "api.example.com/v1", "", "a b", "fe80::1"])
+@pytest.mark.parametrize("entry", ["http://api.example.com", "api.example.com/v1", "", "a b", "fe80::1",
+                                   "api.example.com:99999", "api.example.com:https", "[::1]:0"])
 def test_bad_allowed_host_entries(entry):
-    """A URL, a path, an empty name or an unbracketed IPv6 address is refused with a message."""
+    """A URL, a path, an empty name, an unbracketed IPv6 address or a port out of 1-65535 is refused with a
+    message."""
     with pytest.raises(ValueError, match="not a host name"):
         check_host_entry(entry)
 
@@ -86,6 +92,9 @@ def test_foreign_host_reads_nothing(log):
             assert response.status_code == 400 and response.json()["detail"][0]["field"] == "host"
         assert client.post("/v1/recommend", json=CHAT, headers={"host": "evil.example"}).status_code == 400
         assert client.get("/v1/decisions", headers={"host": "localhost:8765"}).status_code == 200
+        for port in ("99999999999", "65536", "x"):
+            refused = client.get("/v1/rules", headers={"host": f"localhost:{port}"})
+            assert refused.status_code == 400 and refused.json()["detail"][0]["field"] == "host", port
 
 
 def test_two_host_headers_are_refused(log):
@@ -237,9 +246,47 @@ def test_openapi_declares_the_security(log):
         operation = spec["paths"][path]["get"]
         assert operation["security"] == [{"readToken": []}, {"adminToken": []}] and "401" in operation["responses"]
     assert "/v1/admin/reload" not in spec["paths"]  # for operators, not for tool importers
-    assert "security" not in spec["paths"]["/v1/recommend"]["post"]
+    assert spec["paths"]["/v1/recommend"]["post"]["security"] == []  # public, said so
     error = spec["paths"]["/v1/decisions"]["get"]["responses"]["401"]["content"]["application/json"]["schema"]
     assert error == {"$ref": "#/components/schemas/Error"}
     with client_for(log) as client:
         open_spec = client.get("/openapi.json").json()
     assert {} in open_spec["paths"]["/v1/decisions"]["get"]["security"]
+
+
+# -- scopes by declaration --------------------------------------------------------------------------
+
+def test_a_route_without_a_declared_scope_stops_the_app(log):
+    """A route added without a scope in scopes.ROUTES (here under no protected prefix, where it used to be public by
+    default) makes the app refuse to start, naming it; so does a declaration no route serves."""
+    from kentino_expert.service.scopes import ROUTES, Scope, UndeclaredRoute, check_routes
+
+    app = create_app(log=log)
+    app.add_api_route("/v1/customers", lambda: {"everything": "leaked"})
+    with pytest.raises(UndeclaredRoute, match="route /v1/customers has no scope"), \
+            TestClient(app, base_url="http://localhost"):
+        pass
+    with pytest.raises(UndeclaredRoute, match="declares /v1/gone, which no route serves"):
+        check_routes(create_app(log=log).router.routes, {**ROUTES, "/v1/gone": Scope("admin", "gone")})
+
+
+def test_each_route_gets_the_scope_it_declares(log):
+    """With both tokens configured, every declared route without a token is refused by its declaration alone (a read
+    route 401, the admin route 401, a page 401 with a Basic challenge) and a public one is not; the OpenAPI
+    document's security of every operation is the one its declaration gives."""
+    from kentino_expert.service.scopes import ADMIN, PUBLIC, READ, ROUTES, security_of
+
+    with client_for(log, read_token="r-token", admin_token="a-token") as client:
+        spec = client.get("/openapi.json").json()
+        for path, declared in ROUTES.items():
+            url = path.replace("{decision_id}", "d" * 32)
+            response = client.post(url, json={"task": "inference"}) if path in ("/v1/admin/reload", "/mcp") \
+                else client.get(url)
+            refused = response.status_code in (401, 403) and response.headers.get("www-authenticate")
+            assert bool(refused) == (declared.needs != PUBLIC), (path, response.status_code)
+            if declared.page:
+                assert response.headers["www-authenticate"].startswith("Basic ")
+            for operation in spec["paths"].get(path, {}).values():
+                assert operation["security"] == security_of(declared, True), path
+    assert {scope.needs for scope in ROUTES.values()} == {PUBLIC, READ, ADMIN}
+    assert set(spec["paths"]) <= set(ROUTES)

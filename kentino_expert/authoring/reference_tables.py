@@ -274,8 +274,9 @@ TABLES = {
     "diagnostics-explained": diagnostics_explained,
     "modules": modules_table, "calibration": calibration_table,
 }
-# Tables whose source sits above this layer (the CLI's own commands) are rendered there and passed in.
-PASSED_IN = ("service-options",)
+# Tables whose source sits above this layer (the CLI's own commands, the service's measured answer sizes) are rendered
+# there and passed in.
+PASSED_IN = ("service-options", "answer-sizes", "log-row-sizes", "http-errors", "route-scopes")
 
 
 def render_all(ruleset, knowledge, passed_in: dict[str, str] | None = None) -> dict[str, str]:

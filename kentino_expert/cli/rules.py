@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .. import fastjson
 from ..authoring.reference_tables import guide_updates, options_table, write_guides
 from ..authoring.rule_pages import rule_examples_yaml, write_docs
 from ..authoring.rules_diff import checkout_rules, diff, diff_summary, grid_scenarios, to_markdown
@@ -188,7 +189,7 @@ def rules_docs(outdir, rules_dir, knowledge_dir, guides):
     """Write one Markdown page per rule and an index to OUTDIR."""
     expert = make_expert(rules_dir, knowledge_dir)
     # the guides are read and checked first: a bad one stops the command before any page is written
-    updates = None if guides is None else guide_updates(guides, expert.ruleset, expert.knowledge, cli_tables())
+    updates = None if guides is None else guide_updates(guides, expert.ruleset, expert.knowledge, cli_tables(expert))
     written = write_docs(expert, outdir)
     click.echo(f"wrote {len(written)} pages to {outdir} ({sources_line(expert.rules_dir, expert.knowledge_dir)})")
     if updates is not None:
@@ -196,9 +197,23 @@ def rules_docs(outdir, rules_dir, knowledge_dir, guides):
         click.echo(f"refreshed the generated tables of {len(changed)} guide(s) in {guides}")
 
 
-def cli_tables() -> dict[str, str]:
-    """The guides' tables whose source is the command line itself (reference_tables.PASSED_IN)."""
-    return {"service-options": options_table(serve, mcp)}
+DOC_DIRECTORIES = ("/home/you/kentino-expert/rules", "/home/you/kentino-expert/knowledge")  # as the guides show them
+
+
+def cli_tables(expert=None) -> dict[str, str]:
+    """The guides' tables whose source is above the authoring layer (reference_tables.PASSED_IN): the command
+    line itself, and the service's measured answer sizes and error codes (`expert`: default the bundled rules)."""
+    from ..expert import Expert
+    from ..service.answer_size import chat_bot_sizes, log_row_sizes, measure
+    from ..service.error_codes import codes_table
+    from ..service.scopes import routes_table
+    from ..service.tool_schema import tool_definition
+
+    expert = expert or Expert()
+    sizes = measure(expert, directories=DOC_DIRECTORIES)  # where the clone is changes no figure
+    tool = len(fastjson.dumps_bytes(tool_definition(expert.ruleset, expert.knowledge)))
+    return {"service-options": options_table(serve, mcp), "answer-sizes": chat_bot_sizes(sizes, tool),
+            "log-row-sizes": log_row_sizes(sizes), "http-errors": codes_table(), "route-scopes": routes_table()}
 
 
 @rules_group.command("examples")

@@ -1,6 +1,6 @@
 """`kentino-expert serve` (the HTTP service, one process or several workers) and `kentino-expert mcp`.
 
-The HTTP stack (FastAPI, uvicorn: about 0.2 s to import) and the mcp package (optional) are imported
+The HTTP stack (FastAPI, uvicorn: about 0.2 s to import) and the mcp package are imported
 inside these commands, so that every other command starts without them.
 """
 from __future__ import annotations

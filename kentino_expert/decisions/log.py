@@ -29,7 +29,7 @@ from .schema import LIST_COLUMNS, ROW_COLUMNS
 _COMMITTER_LOCK = threading.Lock()  # two first records at once must not make two group committers
 SOURCES = ("http", "mcp", "cli")
 MAX_PAGE = 1000  # rows in one page read from the log
-MAX_HTTP_PAGE = 200  # rows in one page of GET /v1/decisions (about 100 KB)
+MAX_HTTP_PAGE = 200  # rows in one page of GET /v1/decisions (summaries: the stored answers are not read)
 PRUNE_BATCH = 1000  # rows deleted per transaction: records wait at most one batch
 
 
@@ -174,7 +174,7 @@ class DecisionLog:
         clauses, args = [], []
         if since:
             clauses.append(f"created_at >= {t}")
-            args.append(normalise_time(since))
+            args.append(normalise_time(since, clamp=True))
         if kind:
             clauses.append(f"kind = {p}")
             args.append(str(kind))

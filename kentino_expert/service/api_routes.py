@@ -6,29 +6,38 @@ re-validating rows an older version logged.
 """
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from fastapi import Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from ..answer.explain import explain_html, explain_markdown
 from ..decisions.log import MAX_HTTP_PAGE
-from ..decisions.meta import normalise_time
-from ..domain.vocabulary import check_kind
+from ..decisions.meta import CURSOR_PATTERN, MAX_SESSION_ID, normalise_time
+from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError
+from .answer_size import served_sizes
 from .compact import CompactDecision
 from .decide import Decision
+from .error_codes import (
+    BODY_ENCODED,
+    BODY_TOO_LARGE,
+    DECISION_NOT_FOUND,
+    FACTS_NOT_EVALUABLE,
+    INVALID_FACTS,
+    INVALID_JSON,
+    INVALID_PARAMETER,
+    LOG_UNAVAILABLE,
+    NOT_JSON,
+    UNREADABLE_ROW,
+    error_response,
+    responses_for,
+)
 from .http_io import BadRequest, check_encoding, decide_off_loop, read_limited
 from .responses import DecisionListing, LoggedDecision, RuleListing, ToolDefinition
-from .tool_schema import facts_schema_for, request_schema, tool_definition
+from .tool_schema import SESSION_ID_PATTERN, facts_schema_for, request_schema, tool_definition
+from .ui import NOSNIFF, SECURITY_HEADERS
 
-
-def detail(field, message, status=422, **extra) -> JSONResponse:
-    """The service's error body: {detail: [{field, message}]}."""
-    return JSONResponse({"detail": [{"field": field, "message": message}], **extra}, status_code=status)
-
-
-ERROR_404 = {"description": "{detail: [{field, message}]}: no such decision"}
-ERROR_422 = {"description": "{detail: [{field, message}]}: the field named is wrong"}
-ERROR_503 = {"description": "{detail: [{field, message}]}: the decision log cannot be read or written"}
 JSON_SCHEMA_DOC = {"type": "object", "description": "A JSON Schema (2020-12) of the facts: each property with its "
                                                     "description, `x-ask` and the catalog names it accepts."}
 
@@ -37,23 +46,24 @@ class MarkdownResponse(PlainTextResponse):
     media_type = "text/markdown"
 
 
-def _json(value, status: int = 200) -> JSONResponse:
+def _json(value) -> JSONResponse:
     """JSON as built (not re-validated: a row an older version logged must not become a 500)."""
-    return JSONResponse(value, status_code=status)
+    return JSONResponse(value)
 
 
-RECOMMEND_QUERY = [
-    {"name": "view", "in": "query", "required": False, "schema": {"type": "string", "enum": ["full", "compact"]},
-     "description": "'compact': the compact view (at most 2 KB); default 'full'. Also accepted as a body key."},
-    {"name": "session_id", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 200},
-     "description": "Conversation id, when not in the body (at most once)."},
-    {"name": "turn", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0},
-     "description": "Turn of the conversation, when not in the body (at most once)."}]
+# what the server takes, said exactly, so that the document allows nothing it refuses
+SINCE_SCHEMA = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+FactsSchemaFormat = Literal["json-schema", "schema", "json", "tool"]
+ExplainFormat = Literal["markdown", "html"]
 
 
 def add_answer_routes(app, holder, decision_log) -> None:
     """POST /v1/recommend, the facts schema and the rule listing."""
+    _add_recommend(app, holder, decision_log)
+    _add_schema_and_rules(app, holder)
 
+
+def _add_recommend(app, holder, decision_log) -> None:
     @app.post("/v1/recommend", operation_id="recommend", tags=["answers"],
               summary="Recommend a build for workload facts (the decision is logged first)",
               description="The body is a JSON object of workload facts (only `task` is required), optionally with "
@@ -61,17 +71,17 @@ def add_answer_routes(app, holder, decision_log) -> None:
                           "the questions still worth asking, why not the other kinds, and the answer (recommendation, "
                           "figures, warnings, assumptions, why-trace, rule set). With `view=compact`, the compact "
                           "view instead (at most 2 KB). While the status is provisional, ask the first question and "
-                          "send every fact again with its answer added.",
+                          "send every fact again with its answer added. session_id, turn and view may come in the "
+                          "query string instead, each at most once and not also in the body (the document shows "
+                          "them in the body only: given in both places they are refused).",
               response_model=Decision | CompactDecision,
               response_description="The decision (or its compact view with view=compact)",
-              openapi_extra={"parameters": RECOMMEND_QUERY, "requestBody": {
+              openapi_extra={"requestBody": {
                   "required": True, "description": "Workload facts, plus session_id, turn and view (not facts).",
-                  "content": {"application/json": {"schema": request_schema(holder.expert.ruleset,
-                                                                            holder.expert.knowledge)}}}},
-              responses={413: {"description": "{detail: [{field, message}]}: the body is over 1 MB"},
-                         415: {"description": "{detail: [{field, message}]}: the body is not labelled JSON, or "
-                                              "has a Content-Encoding (gzip, ...)"},
-                         422: ERROR_422, 503: ERROR_503})
+                  "content": {"application/json": {"schema": request_schema(
+                      holder.expert.ruleset, holder.expert.knowledge, served_sizes(holder.expert))}}}},
+              responses=responses_for(BODY_TOO_LARGE, NOT_JSON, BODY_ENCODED, INVALID_JSON, INVALID_FACTS,
+                                      INVALID_PARAMETER, FACTS_NOT_EVALUABLE, LOG_UNAVAILABLE))
     async def recommend(request: Request):
         check_encoding(request)
         raw = await read_limited(request)
@@ -80,6 +90,8 @@ def add_answer_routes(app, holder, decision_log) -> None:
         body = await decide_off_loop(holder, decision_log, raw, request.query_params)
         return Response(body, media_type="application/json")
 
+
+def _add_schema_and_rules(app, holder) -> None:
     @app.get("/v1/schema/facts", operation_id="getFactsSchema", tags=["answers"],
              summary="JSON Schema of the facts (format=tool: an LLM tool definition)",
              description="The facts `recommend` takes: each property with its description, the question to ask for "
@@ -87,13 +99,12 @@ def add_answer_routes(app, holder, decision_log) -> None:
                          "(function) definition: name, description and parameters, without $defs.",
              responses={200: {"description": "The facts schema, or the tool definition", "content": {
                  "application/json": {"schema": {"anyOf": [ToolDefinition.model_json_schema(), JSON_SCHEMA_DOC]}}}},
-                 422: ERROR_422})
-    def schema_facts(format: str = Query("json-schema", description="'json-schema' (default) or 'tool'.")):
+                 **responses_for(INVALID_PARAMETER)})
+    def schema_facts(format: Annotated[FactsSchemaFormat, Query(description="'json-schema' (default; also 'schema' "
+                                                                            "or 'json') or 'tool'.")] = "json-schema"):
         expert = holder.current()
         if format == "tool":
             return _json(tool_definition(expert.ruleset, expert.knowledge))
-        if format not in ("json-schema", "schema", "json"):
-            raise BadRequest("format", "must be 'json-schema' or 'tool'")
         return _json(facts_schema_for(expert.ruleset, expert.knowledge))
 
     @app.get("/v1/rules", operation_id="listRules", tags=["rules"], summary="The rules in the order they are tried",
@@ -109,39 +120,55 @@ def add_answer_routes(app, holder, decision_log) -> None:
 
 def add_decision_routes(app, holder, decision_log) -> None:
     """The logged decisions: list, one, explained."""
+    _add_listing(app, decision_log)
+    _add_decision(app, holder, decision_log)
+
+
+def _add_listing(app, decision_log) -> None:
     @app.get("/v1/decisions", operation_id="listDecisions", tags=["decisions"],
              summary="Logged decisions, newest first", response_description="One page of decisions",
              description="One page of logged decisions (their columns, not the stored answers), newest first, "
                          "optionally since a time, of one kind or of one conversation. Follow `next_cursor` "
                          "(as `cursor`) until it is null.",
-             response_model=DecisionListing, responses={422: ERROR_422, 503: ERROR_503})
-    def decisions(since: str | None = Query(None, description="ISO-8601 date or time (UTC when no zone); "
-                                                              "decisions at or after it."),
-                  kind: str | None = Query(None, description="Only decisions recommending this kind."),
-                  session_id: str | None = Query(None, description="Only the decisions of this conversation."),
-                  limit: int = Query(100, description=f"Decisions per page, 1 to {MAX_HTTP_PAGE}."),
-                  cursor: str | None = Query(None, description="The next_cursor of the page before.")):
+             response_model=DecisionListing, responses=responses_for(INVALID_PARAMETER, LOG_UNAVAILABLE))
+    def decisions(since: str = Query(None, description="ISO-8601 date or time (UTC when no zone); "
+                                                              "decisions at or after it.",
+                                            json_schema_extra=SINCE_SCHEMA),
+                  kind: str = Query(None, description="Only decisions recommending this kind.",
+                                           json_schema_extra={"enum": list(KINDS)}),
+                  session_id: str = Query(None, description="Only the decisions of this conversation.",
+                                                 json_schema_extra={"minLength": 1, "maxLength": MAX_SESSION_ID,
+                                                                    "pattern": SESSION_ID_PATTERN}),
+                  limit: int = Query(100, description=f"Decisions per page, 1 to {MAX_HTTP_PAGE}.",
+                                     json_schema_extra={"minimum": 1, "maximum": MAX_HTTP_PAGE}),
+                  cursor: str = Query(None, description="The next_cursor of the page before (a cursor of "
+                                                               "another form is refused).",
+                                             json_schema_extra={"pattern": CURSOR_PATTERN})):
         if not 1 <= limit <= MAX_HTTP_PAGE:
-            raise BadRequest("limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor for more)")
+            raise BadRequest(INVALID_PARAMETER, "limit", f"must be between 1 and {MAX_HTTP_PAGE} (follow next_cursor "
+                                                         f"for more)")
         check_kind(kind)
         if since:
             try:  # here, so that a since out of range is the client's 422 and a log failure stays a 503
-                normalise_time(since)
+                normalise_time(since, clamp=True)
             except DecisionLogError as exc:
-                raise BadRequest("since", exc.message) from None
+                raise BadRequest(INVALID_PARAMETER, "since", exc.message) from None
         # a cursor the log did not give, or a session id no decision can have: an InputError, the client's 422
         page = decision_log.page(since=since, kind=kind, limit=limit, cursor=cursor, session_id=session_id)
         return _json({"decisions": [_summary(row) for row in page.decisions], "next_cursor": page.next_cursor})
 
+
+
+def _add_decision(app, holder, decision_log) -> None:
     @app.get("/v1/decisions/{decision_id}", operation_id="getDecision", tags=["decisions"],
              summary="One logged decision",
              description="The decision as logged: when, through which edge, the facts as given and the whole answer.",
              response_model=LoggedDecision, response_description="The decision as logged",
-             responses={404: ERROR_404, 503: ERROR_503})
+             responses=responses_for(DECISION_NOT_FOUND, UNREADABLE_ROW, LOG_UNAVAILABLE))
     def decision(decision_id: str = Path(description="The decision_id of a recommend answer.")):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
-            return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
+            return error_response(DECISION_NOT_FOUND, "decision_id", f"no decision '{decision_id[:200]}'")
         return _json(row)
 
     @app.get("/v1/decisions/{decision_id}/explain", operation_id="explainDecision", tags=["decisions"],
@@ -152,18 +179,17 @@ def add_decision_routes(app, holder, decision_log) -> None:
              response_class=MarkdownResponse,
              responses={200: {"description": "The report", "content": {
                  "text/markdown": {"schema": {"type": "string"}}, "text/html": {"schema": {"type": "string"}}}},
-                 404: ERROR_404, 422: ERROR_422, 503: ERROR_503})
+                 **responses_for(DECISION_NOT_FOUND, INVALID_PARAMETER, UNREADABLE_ROW, LOG_UNAVAILABLE)})
     def decision_explain(decision_id: str = Path(description="The decision_id of a recommend answer."),
-                         format: str = Query("markdown", description="'markdown' (default) or 'html'.")):
-        if format not in ("markdown", "html"):
-            raise BadRequest("format", "must be 'markdown' or 'html'")
+                         format: Annotated[ExplainFormat, Query(description="'markdown' (default) or 'html'.")]
+                         = "markdown"):
         row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         if row is None:
-            return detail("decision_id", f"no decision '{decision_id[:200]}'", 404)
+            return error_response(DECISION_NOT_FOUND, "decision_id", f"no decision '{decision_id[:200]}'")
         expert = holder.current()
-        if format == "html":
-            return HTMLResponse(explain_html(expert, row))
-        return MarkdownResponse(explain_markdown(expert, row))
+        if format == "html":  # a page a browser may open: no script, no remote resource, no framing (as /ui's)
+            return HTMLResponse(explain_html(expert, row), headers=SECURITY_HEADERS)
+        return MarkdownResponse(explain_markdown(expert, row), headers=NOSNIFF)
 
 
 def _summary(row: dict) -> dict:

@@ -23,22 +23,22 @@ import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..decisions.connect import open_log
 from ..decisions.log import default_instance
-from ..errors import DecisionLogError, InputError, KentinoError, RuleFileError, UnreadableRow
+from ..errors import DecisionLogError, KentinoError, RuleFileError
 from ..version import __version__
-from .api_routes import add_answer_routes, add_decision_routes, detail
+from .api_routes import add_answer_routes, add_decision_routes
+from .error_codes import NOT_READY, PUBLISHED_SET_UNREADABLE, RELOAD_REFUSED, error_response
+from .error_handlers import install_error_handlers
 from .follower import holder_for, sandboxed_factory
-from .guard import Access, Guard, authorise, document_access
-from .http_io import BadRequest, HeadAsGet, allow_with_head
-from .log_failures import public_message
-from .mcp_http import mount_mcp
+from .guard import Access, Guard, authorise
+from .http_io import HeadAsGet
+from .mcp_http import mcp_missing, mount_mcp
 from .metrics import install as install_metrics
+from .scopes import check_routes, document_access
 from .ui import add_ui_routes
 
 
@@ -81,13 +81,14 @@ def create_app(expert_factory=None, log=None, *, rules_dir=None, knowledge_dir=N
     install_metrics(app, holder, decision_log, decision_log.instance)  # innermost
     app.add_middleware(HeadAsGet)
     app.add_middleware(Guard, access=access, routes=app.router.routes)  # outermost: before HEAD becomes GET
-    _install_error_handlers(app)
+    install_error_handlers(app)
     add_answer_routes(app, holder, decision_log)
     add_decision_routes(app, holder, decision_log)
     _add_operations_routes(app, holder, decision_log)
     add_ui_routes(app, holder, decision_log)
-    if mcp is not None:  # MCP over streamable HTTP, when the mcp package is installed
-        app.add_route("/mcp", mcp, include_in_schema=False)
+    # MCP over streamable HTTP; the mcp package is a dependency, but an install without it says so (501)
+    app.add_route("/mcp", mcp if mcp is not None else mcp_missing, include_in_schema=False)
+    check_routes(app.router.routes)  # every route declares its scope (and again at start, for routes added since)
     _document_access(app, access)
     return app
 
@@ -107,12 +108,13 @@ def _log_read_refused(headers, access) -> str | None:
 
 
 def _document_access(app, access) -> None:
-    """The OpenAPI document, built once, with the security schemes and error bodies (service_guard)."""
+    """The OpenAPI document, built once, with the security schemes, each operation's security and the error bodies
+    (scopes.py)."""
     build = app.openapi
 
     def openapi():
         if app.openapi_schema is None:
-            app.openapi_schema = document_access(build(), access)
+            app.openapi_schema = document_access(build(), bool(access.read_token or access.admin_token))
         return app.openapi_schema
     app.openapi = openapi
 
@@ -130,6 +132,7 @@ def _lifespan(holder, mcp=None):
 
     @asynccontextmanager
     async def lifespan(app):
+        check_routes(app.router.routes)  # a route added after create_app without a declared scope: no start
         loop = asyncio.get_running_loop()
         installed = False
         if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):
@@ -153,48 +156,6 @@ def _lifespan(holder, mcp=None):
     return lifespan
 
 
-def _install_error_handlers(app) -> None:
-    """Errors as {detail: [{field, message}]}: a client never sees a 500 for what it sent."""
-    @app.exception_handler(BadRequest)
-    async def _bad_request(request, exc: BadRequest):
-        return detail(exc.field, exc.message, exc.status)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request, exc: RequestValidationError):
-        items = [{"field": ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")) or None,
-                  "message": str(e.get("msg", "invalid"))} for e in exc.errors()]
-        return JSONResponse({"detail": items or [{"field": None, "message": "invalid request"}]}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request, exc: StarletteHTTPException):
-        response = detail(None, str(exc.detail), exc.status_code)
-        response.headers.update(exc.headers or {})  # e.g. the `Allow` of a 405 (RFC 9110)
-        if "allow" in response.headers:
-            response.headers["allow"] = allow_with_head(response.headers["allow"])
-        return response
-
-    @app.exception_handler(InputError)
-    async def _input(request, exc: InputError):
-        return detail(exc.field or exc.name or "facts", exc.suggested())
-
-    @app.exception_handler(UnreadableRow)
-    async def _unreadable_row(request, exc: UnreadableRow):  # a row another program wrote: for good, as a 422
-        return detail(exc.name, exc.problem)
-
-    @app.exception_handler(DecisionLogError)
-    async def _log_error(request, exc: DecisionLogError):  # its words name the database: see log_failures.py
-        return detail(None, public_message(exc, writing=request.method == "POST"), 503)
-
-    @app.exception_handler(KentinoError)
-    async def _kentino(request, exc: KentinoError):
-        return detail("facts", f"these facts cannot be evaluated: {exc.message}")
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request, exc: Exception):  # a bug, never the client's doing: logged in full
-        logging.getLogger("uvicorn.error").exception("internal error on %s %s", request.method, request.url.path)
-        return detail(None, "internal error (logged on the server)", 500)
-
-
 def _add_operations_routes(app, holder, decision_log) -> None:
     """Liveness, readiness and the admin reload: for operators, out of the OpenAPI document (not tools)."""
     @app.get("/healthz", include_in_schema=False)
@@ -212,7 +173,9 @@ def _add_operations_routes(app, holder, decision_log) -> None:
                 "worker_pid": os.getpid(), "last_reload_error": serving.last_error,
                 "instance": decision_log.instance, "rule_source": serving.source,
                 "published_digest": serving.published_digest, "behind_published": serving.behind}
-        return JSONResponse(body, status_code=200 if body["ready"] else 503)
+        if body["ready"]:
+            return JSONResponse(body)
+        return JSONResponse({"code": NOT_READY.code, **body}, status_code=NOT_READY.status)
 
     @app.post("/v1/admin/reload", include_in_schema=False)
     async def admin_reload():  # the admin token is checked by service_guard.Guard
@@ -220,16 +183,14 @@ def _add_operations_routes(app, holder, decision_log) -> None:
             result = await run_in_threadpool(holder.reload)
         except DecisionLogError as exc:  # a PostgreSQL log whose published rule set cannot be read just now
             logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: %s", exc)
-            return JSONResponse({"detail": [{"field": None, "message": "the published rule set cannot be read; the "
-                                             f"old one is still serving: {exc.message}"}],
-                                 "serving_digest": holder.expert.ruleset.digest}, status_code=503)
+            return error_response(PUBLISHED_SET_UNREADABLE, None, "the published rule set cannot be read; the old one "
+                                  f"is still serving: {exc.message}", serving_digest=holder.expert.ruleset.digest)
         except KentinoError as exc:
             logging.getLogger("uvicorn.error").error("POST /v1/admin/reload: reload refused, still serving %s:\n%s",
                                                      holder.expert.ruleset.digest[:16], exc)
-            return JSONResponse({"detail": [{"field": "rules", "message": "the new rule set does not load; the "
-                                             "old one is still serving"}],
-                                 "diagnostics": _diagnostics(exc), "error": str(exc),
-                                 "serving_digest": holder.expert.ruleset.digest}, status_code=409)
+            return error_response(RELOAD_REFUSED, "rules", "the new rule set does not load; the old one is still "
+                                  "serving", diagnostics=_diagnostics(exc), error=str(exc),
+                                  serving_digest=holder.expert.ruleset.digest)
         logging.getLogger("uvicorn.error").info("POST /v1/admin/reload: rules reloaded, digest %s",
                                                 result["digest"][:16])
         return result

@@ -1,8 +1,9 @@
 """The compact view of a decision (`?view=compact`, MCP `view: "compact"`): what a chat bot needs to reply and
-ask on, in at most 2 KB of JSON (a full answer is about 13 KB, 3-4k tokens per tool call).
+ask on, in at most 2 KB of JSON (a full answer is ten to twenty times that: answer_size.py measures it for the
+served schema and the docs).
 
 It keeps the decision id, the status, the recommendation's shape and summary, the first three questions (fact
-and question), the warning codes and the alternatives (card, kind, nodes, works). Text from the rules and the
+and question), the warning codes and the alternatives (card, kind, nodes, precision, works). Text from the rules and the
 catalog is clipped to a byte budget per field, with an ellipsis, and lists to a count (the number left out is
 given), so the whole stays within MAX_COMPACT_BYTES whatever the rule set writes; the full answer stays
 available by the decision id.
@@ -52,6 +53,7 @@ class CompactAlternative(BaseModel):
     gpu: str | None = Field(description="The card, by its catalog id.")
     kind: Kind | None = Field(description="The kind of build.")
     nodes: int | None = Field(description="Servers (nodes).")
+    precision: str | None = Field(description="Weight precision the build's plan runs at.")
     works: bool | None = Field(description="Whether that build would serve the workload.")
 
 
@@ -102,6 +104,7 @@ def _alternative(item) -> dict:
     kind, nodes, works = _field(item, "kind"), _field(item, "nodes"), _field(item, "works")
     return {"gpu": clip(_field(item, "gpu"), NAME_BYTES), "kind": kind,
             "nodes": nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else None,
+            "precision": clip(_field(item, "precision"), NAME_BYTES),
             "works": works if isinstance(works, bool) else None}
 
 

@@ -3,13 +3,14 @@ number of decision-log reads at once, as one ASGI middleware in front of the app
 
 - Host: a request whose Host header is not allowed is a 400 before anything else runs, so a web
   page that rebinds its own DNS name to 127.0.0.1 reaches nothing (the browser sends that name).
-- Scopes: routes under /v1/decisions, /metrics and the decision browser (/ui) need `read`, routes
-  under /v1/admin need `admin`; the admin token also reads. With no token configured the log is open
+- Scopes: each route needs what scopes.ROUTES declares for it (public, read or admin; a route not declared
+  stops the app from starting); the admin token also reads. With no token configured the log is open
   (loopback use); with any token configured every log read needs one. With no admin token, HTTP
-  reload is off (403). A browser cannot send a bearer token: under /ui the token may also come as
-  the password of HTTP Basic, and a refusal there is a page with a Basic challenge (the browser asks for it).
-- MCP over HTTP (/mcp): a request with an Origin header must come from an allowed host (the MCP
-  transport's own defence against DNS rebinding, beside the Host check).
+  reload is off (403). A browser cannot send a bearer token: on a route declared a page (the decision
+  browser's) the token may also come as the password of HTTP Basic, and a refusal there is a page with a
+  Basic challenge (the browser asks for it).
+- MCP over HTTP (/mcp, declared `origin`): a request with an Origin header must come from an allowed host (the
+  MCP transport's own defence against DNS rebinding, beside the Host check).
 - POST bodies must be labelled JSON (415 otherwise): a page cannot send one cross-origin without a
   CORS preflight, which this service never grants.
 - Log reads run at most `log_readers` at a time; the others wait on the event loop, so readers
@@ -22,19 +23,29 @@ import base64
 import binascii
 import hmac
 import ipaddress
-import json
 import os
+import re
 import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.routing import Match
 
-READ, ADMIN = "read", "admin"
-UI_PREFIX, MCP_PATH = "/ui", "/mcp"
-SCOPE_PREFIXES = (("/v1/decisions", READ), ("/metrics", READ), ("/v1/admin", ADMIN), (UI_PREFIX, READ))
+from .error_codes import (
+    ADMIN_TOKEN_REQUIRED,
+    HOST_REFUSED,
+    NOT_JSON,
+    ORIGIN_REFUSED,
+    RELOAD_OFF,
+    TOKEN_REQUIRED,
+    ErrorCode,
+    error_bytes,
+)
+from .scopes import ADMIN, PUBLIC, READ, Scope, check_routes
+
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
+PORT, MAX_PORT = re.compile(r"[0-9]{1,5}"), 65535  # RFC 3986: a port is digits; TCP's are 1 to 65535
 REALM = "kentino-expert"
 
 
@@ -62,31 +73,44 @@ class Access:
 def check_host_entry(entry: str) -> str:
     """An --allowed-host value, lower-cased; ValueError for what is not a host name, address or '*'."""
     entry = entry.strip().lower()
-    if not entry or any(c in entry for c in "/ \t@?#,") or entry.count(":") > 1 and not entry.startswith("["):
+    if not entry or any(c in entry for c in "/ \t@?#,") or entry.count(":") > 1 and not entry.startswith("[") \
+            or entry != ANY_HOST and split_host(entry) is None:
         raise ValueError(f"'{entry}' is not a host name (give e.g. api.example.com, 10.0.0.5 or [::1], "
-                         f"optionally with :port)")
+                         f"optionally with :port, a port from 1 to {MAX_PORT})")
     return entry
 
 
-def split_host(value: str) -> tuple[str, str | None]:
-    """('name', 'port' or None) of a Host header value or an allowlist entry."""
+def _port(text: str) -> str | None:
+    """A Host header's port as its number's text (1-65535, ASCII digits: '٣'.isdigit() is true too), else None."""
+    return str(int(text)) if PORT.fullmatch(text) and 1 <= int(text) <= MAX_PORT else None
+
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """('name', 'port' or None) of a Host header value or an allowlist entry; None when it names a port that
+    cannot be one (not a number from 1 to 65535, or an empty one after the colon)."""
     value = value.strip().lower()
     if value.startswith("["):
         name, _, rest = value.partition("]")
-        return name + "]", rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return name + "]", None
+        port = _port(rest[1:]) if rest.startswith(":") else None
+        return (name + "]", port) if port is not None else None
     name, colon, port = value.rpartition(":")
-    return (name, port) if colon and port.isdigit() else (value, None)
+    if not colon:
+        return value, None
+    return (name, _port(port)) if _port(port) is not None else None
 
 
 def host_allowed(header: str | None, allowed: tuple[str, ...]) -> bool:
-    """The Host header names an allowed host (an entry without a port allows any port)."""
+    """The Host header names an allowed host (an entry without a port allows any port, 1 to 65535)."""
     if ANY_HOST in allowed:
         return True
-    if not header:
+    given = split_host(header) if header else None
+    if given is None:
         return False
-    name, port = split_host(header)
+    name, port = given
     for entry in allowed:
-        allowed_name, allowed_port = split_host(entry)
+        allowed_name, allowed_port = split_host(entry) or (None, None)
         if name == allowed_name and (allowed_port is None or allowed_port == port):
             return True
     return False
@@ -133,11 +157,6 @@ def basic_password(header: bytes | None) -> bytes | None:
     return password if colon else None
 
 
-def is_ui_path(path: str) -> bool:
-    """The decision browser's pages (/ui and below), where the token may come as an HTTP Basic password."""
-    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
-
-
 def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
     """An Origin header names an allowed host ('null', from a file or a sandbox, names none)."""
     try:
@@ -155,11 +174,12 @@ def token_matches(given: bytes | None, token: str | None) -> bool:
     return hmac.compare_digest(given, token.encode("utf-8", "surrogateescape"))
 
 
-def authorise(needed: str, header: bytes | None, access: Access, basic: bool = False) -> tuple[int, str, str] | None:
-    """None if allowed, else (status, message, WWW-Authenticate value or ''); with `basic` the token may also be
+def authorise(needed: str, header: bytes | None, access: Access,
+              basic: bool = False) -> tuple[ErrorCode, str, str] | None:
+    """None if allowed, else (error code, message, WWW-Authenticate value or ''); with `basic` the token may also be
     the password of HTTP Basic (the decision browser's pages), and the challenge asks for that."""
     if needed == ADMIN and not access.admin_token:
-        return 403, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
+        return RELOAD_OFF, ("HTTP reload is off: no admin token is configured (set KENTINO_ADMIN_TOKEN; SIGHUP to the "
                      "server still reloads)"), ""
     if needed == READ and not (access.read_token or access.admin_token):
         return None
@@ -171,14 +191,14 @@ def authorise(needed: str, header: bytes | None, access: Access, basic: bool = F
     if is_admin or (needed == READ and is_reader):
         return None
     if basic:  # a browser: it asks for the password when challenged with Basic
-        return 401, ("sign in with the read token (KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN) as the password, "
-                     "any user name"), f'Basic realm="{REALM}", charset="UTF-8"'
+        return TOKEN_REQUIRED, ("sign in with the read token (KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN) as the "
+                                "password, any user name"), f'Basic realm="{REALM}", charset="UTF-8"'
     token_name = "KENTINO_ADMIN_TOKEN" if needed == ADMIN else "KENTINO_READ_TOKEN or KENTINO_ADMIN_TOKEN"
     if is_reader:  # a valid read token on an admin route
-        return 403, "this needs the admin token; the read token only reads", \
+        return ADMIN_TOKEN_REQUIRED, "this needs the admin token; the read token only reads", \
             f'Bearer realm="{REALM}", error="insufficient_scope", scope="{needed}"'
     error = ', error="invalid_token"' if given is not None else ""
-    return 401, f"a valid 'Authorization: Bearer <{token_name}>' is required", \
+    return TOKEN_REQUIRED, f"a valid 'Authorization: Bearer <{token_name}>' is required", \
         f'Bearer realm="{REALM}"{error}, scope="{needed}"'
 
 
@@ -218,38 +238,41 @@ def has_body(headers: dict) -> bool:
 
 UI_REFUSAL = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in</title></head>"
               "<body><h1>Sign in</h1><p>The decision log is read with the service's read token: give it as the "
-              "password (any user name).</p></body></html>\n")
+              "password (any user name).</p><p class=\"code\" data-error-code=\"{code}\">Error code: {code}</p>"
+              "</body></html>\n")
 
 
-def refusal(send, status: int, field: str | None, message: str, extra_headers=(), html: bool = False):
-    if html:  # a page for a browser (the decision browser's), with nothing of the request echoed
-        body, media_type = UI_REFUSAL.encode(), b"text/html; charset=utf-8"
+def refusal(send, code: ErrorCode, field: str | None, message: str, extra_headers=(), html: bool = False):
+    """Answer an error with its code (error_codes.py) before the app runs: the API's JSON body, or with `html` a page
+    for a browser (the decision browser's), with nothing of the request echoed."""
+    if html:
+        body, media_type = UI_REFUSAL.format(code=code.code).encode(), b"text/html; charset=utf-8"
     else:
-        body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
-        media_type = b"application/json"
+        body, media_type = error_bytes(code, field, message), b"application/json"
     headers = [(b"content-type", media_type), (b"content-length", str(len(body)).encode()), *extra_headers]
 
     async def respond():
-        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.start", "status": code.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
     return respond()
 
 
 class Guard:
-    """ASGI middleware enforcing an `Access` in front of `app`; `routes` are the app's routes (for scopes)."""
+    """ASGI middleware enforcing an `Access` in front of `app`; `routes` are the app's routes, each with the scope
+    scopes.ROUTES declares for it (the app checked them all when it started)."""
 
     def __init__(self, app, access: Access, routes):
         self.app, self.access, self._routes = app, access, routes
-        self._protected = None
+        self._declared = None
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _scope_of(self, scope) -> str | None:
-        if self._protected is None:  # after every route is registered
-            self._protected = [(route, needed) for route in self._routes for prefix, needed in SCOPE_PREFIXES
-                               if getattr(route, "path", "").startswith(prefix)]
-        for route, needed in self._protected:
+    def _scope_of(self, scope) -> Scope | None:
+        """The declared scope of the route a request goes to (None: no route, a 404 anyone may get)."""
+        if self._declared is None:  # once every route is registered
+            self._declared = check_routes(self._routes)
+        for route, declared in self._declared:
             if route.matches(scope)[0] is not Match.NONE:
-                return needed
+                return declared
         return None
 
     def _gate(self) -> asyncio.Semaphore:
@@ -263,90 +286,40 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers, hosts = {}, 0
+        headers = {}
         for name, value in scope["headers"]:
             headers.setdefault(name, value)  # the first, as Starlette reads them
-            hosts += name == b"host"
-        host = headers.get(b"host", b"").decode("latin-1")
-        if hosts > 1:  # which one a proxy in front routed by cannot be known
-            await refusal(send, 400, "host", "more than one Host header")
-            return
-        if not host_allowed(host, self.access.allowed_hosts):
-            await refusal(send, 400, "host", f"this service does not answer to the Host '{host[:100]}' "
-                                             f"(see --allowed-host)")
-            return
-        if scope["path"] == MCP_PATH and b"origin" in headers \
-                and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
-            await refusal(send, 403, "origin", "MCP requests from a web page of another host are refused")
-            return
-        needed = self._scope_of(scope)
-        if needed is not None:
-            ui = is_ui_path(scope["path"])
-            denied = authorise(needed, headers.get(b"authorization"), self.access, basic=ui)
-            if denied is not None:
-                status, message, challenge = denied
-                extra = [(b"www-authenticate", challenge.encode())] if challenge else []
-                await refusal(send, status, "authorization", message, extra, html=ui)
-                return
-        if scope["method"] == "POST":
-            content_type = headers.get(b"content-type")
-            if content_type is not None or has_body(headers):
-                label = (content_type or b"").decode("latin-1")
-                if not is_json_media_type(label):
-                    await refusal(send, 415, "content-type", not_json(label))
-                    return
-        if needed == READ:
+        declared = self._scope_of(scope)
+        refused = self._refused(scope, headers, declared)
+        if refused is not None:
+            code, field, message, extra, html = refused
+            await refusal(send, code, field, message, extra, html=html)
+        elif declared is not None and declared.needs == READ:  # a log read waits for one of its places
             async with self._gate():
                 await self.app(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
-
-# -- the OpenAPI document ---------------------------------------------------------------------------
-
-ERROR_SCHEMA = {"type": "object", "required": ["detail"], "description": "What was wrong, field by field.",
-                "properties": {"detail": {
-                    "type": "array", "minItems": 1, "description": "One item per problem.",
-                    "items": {"type": "object", "required": ["field", "message"], "properties": {
-                        "field": {"type": ["string", "null"], "description": "The field, fact or header concerned "
-                                                                             "(null: the request as a whole)."},
-                        "message": {"type": "string", "description": "What is wrong, and what would do."}}}}}}
-SECURITY_SCHEMES = {
-    "readToken": {"type": "http", "scheme": "bearer",
-                  "description": "KENTINO_READ_TOKEN: reads the decision log and its explanations."},
-    "adminToken": {"type": "http", "scheme": "bearer",
-                   "description": "KENTINO_ADMIN_TOKEN: reloads the rules, and reads what the read token reads."}}
-AUTH_RESPONSES = {
-    READ: {"401": "{detail: [{field, message}]}: a read or admin bearer token is required (WWW-Authenticate)"},
-    ADMIN: {"401": "{detail: [{field, message}]}: the admin bearer token is required (WWW-Authenticate)",
-            "403": "{detail: [{field, message}]}: a read token, or HTTP reload is off (no admin token configured)"}}
-
-
-def document_access(spec: dict, access: Access) -> dict:
-    """The OpenAPI document with the bearer schemes, each operation's security, and the error bodies."""
-    components = spec.setdefault("components", {})
-    components["securitySchemes"] = SECURITY_SCHEMES
-    schemas = components.setdefault("schemas", {})
-    schemas["Error"] = ERROR_SCHEMA
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    anyone = [] if access.read_token or access.admin_token else [{}]
-    for path, operations in spec.get("paths", {}).items():
-        needed = next((n for prefix, n in SCOPE_PREFIXES if path.startswith(prefix)), None)
-        for method, operation in operations.items():
-            responses = operation.setdefault("responses", {})
-            if needed is not None:
-                operation["security"] = ([{"readToken": []}, {"adminToken": []}] + anyone if needed == READ
-                                         else [{"adminToken": []}])
-                for code, text in AUTH_RESPONSES[needed].items():
-                    responses.setdefault(code, {"description": text})
-            if method == "post":
-                responses.setdefault("415", {"description": "{detail: [{field, message}]}: the body is not "
-                                                            "labelled JSON (Content-Type: application/json)"})
-            for code, response in responses.items():
-                content = response.get("content", {})
-                if code[0] in "45" and (not content or "HTTPValidationError" in json.dumps(content)):
-                    response["content"] = error
-    for unused in ("HTTPValidationError", "ValidationError"):
-        if unused not in json.dumps(spec.get("paths", {})):
-            schemas.pop(unused, None)
-    return spec
+    def _refused(self, scope, headers: dict, declared: Scope | None) -> tuple | None:
+        """(code, field, message, extra headers, as a page) of the refusal a request gets before the app, or None."""
+        host = headers.get(b"host", b"").decode("latin-1")
+        if sum(name == b"host" for name, _ in scope["headers"]) > 1:  # which one a proxy routed by is not known
+            return HOST_REFUSED, "host", "more than one Host header", (), False
+        if not host_allowed(host, self.access.allowed_hosts):
+            return HOST_REFUSED, "host", f"this service does not answer to the Host '{host[:100]}' (see " \
+                                         f"--allowed-host)", (), False
+        if declared is not None and declared.origin and b"origin" in headers \
+                and not origin_allowed(headers[b"origin"].decode("latin-1"), self.access.allowed_hosts):
+            return ORIGIN_REFUSED, "origin", "MCP requests from a web page of another host are refused", (), False
+        if declared is not None and declared.needs != PUBLIC:
+            denied = authorise(declared.needs, headers.get(b"authorization"), self.access, basic=declared.page)
+            if denied is not None:
+                code, message, challenge = denied
+                extra = [(b"www-authenticate", challenge.encode())] if challenge else []
+                return code, "authorization", message, extra, declared.page
+        if scope["method"] == "POST":
+            content_type = headers.get(b"content-type")
+            label = (content_type or b"").decode("latin-1")
+            if (content_type is not None or has_body(headers)) and not is_json_media_type(label):
+                return NOT_JSON, "content-type", not_json(label), (), False
+        return None

@@ -13,6 +13,14 @@ from ..decisions.meta import check_meta
 from ..domain.workload import MAX_FACTS_BYTES, json_value_problem, strict_json_loads
 from .compact import check_view, compact
 from .decide import decide
+from .error_codes import (
+    BODY_ENCODED,
+    BODY_TOO_LARGE,
+    CLIENT_GONE,
+    INVALID_JSON,
+    INVALID_PARAMETER,
+    ErrorCode,
+)
 from .tool_schema import META_KEYS, facts_of
 
 MAX_BODY = MAX_FACTS_BYTES  # a body is facts (and the meta keys): the limit of a file of facts too
@@ -20,11 +28,12 @@ DECIDERS = 40  # decisions at once in worker threads; the others wait on the eve
 
 
 class BadRequest(Exception):
-    """A client mistake, answered with 422 and the field it concerns."""
+    """A client mistake, answered with its error code (error_codes.py: the code says the status) and the field it
+    concerns."""
 
-    def __init__(self, field: str | None, message: str, status: int = 422):
+    def __init__(self, code: ErrorCode, field: str | None, message: str):
         super().__init__(message)
-        self.field, self.message, self.status = field, message, status
+        self.code, self.field, self.message = code, field, message
 
 
 # -- request parsing --------------------------------------------------------------------------------
@@ -32,18 +41,19 @@ class BadRequest(Exception):
 def parse_body(raw: bytes):
     """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, bounded nesting."""
     if not raw.strip():
-        raise BadRequest("facts", "empty body: expected a JSON object of facts such as {\"task\": \"inference\"}")
+        raise BadRequest(INVALID_JSON, "facts", "empty body: expected a JSON object of facts such as "
+                                                "{\"task\": \"inference\"}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadRequest("facts", "the body is not UTF-8 text") from None
+        raise BadRequest(INVALID_JSON, "facts", "the body is not UTF-8 text") from None
 
     try:
         return strict_json_loads(text)
     except RecursionError:
-        raise BadRequest("facts", "the JSON nests too deeply") from None
+        raise BadRequest(INVALID_JSON, "facts", "the JSON nests too deeply") from None
     except ValueError as exc:
-        raise BadRequest("facts", f"invalid JSON: {json_value_problem(exc)}") from None
+        raise BadRequest(INVALID_JSON, "facts", f"invalid JSON: {json_value_problem(exc)}") from None
 
 
 def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
@@ -51,19 +61,19 @@ def split_meta(data, query) -> tuple[dict, str | None, int | None, str]:
     if not isinstance(data, dict):
         kind = "null" if data is None else {list: "an array", str: "a string", bool: "a boolean",
                                             int: "a number", float: "a number"}.get(type(data), type(data).__name__)
-        raise BadRequest("facts", f"expected a JSON object of facts, got {kind}")
+        raise BadRequest(INVALID_JSON, "facts", f"expected a JSON object of facts, got {kind}")
     for key in META_KEYS:  # which of two values was meant cannot be known: refused, not guessed
         if len(query.getlist(key)) > 1:
-            raise BadRequest(key, "given more than once in the query string")
+            raise BadRequest(INVALID_PARAMETER, key, "given more than once in the query string")
         if key in data and key in query:
-            raise BadRequest(key, "given in both the body and the query string: give it once")
+            raise BadRequest(INVALID_PARAMETER, key, "given in both the body and the query string: give it once")
     facts = facts_of(data)
     session_id, turn = check_meta(data.get("session_id", query.get("session_id")),
                                   data.get("turn", query.get("turn")))
     try:
         view = check_view(data.get("view", query.get("view")))
     except ValueError as exc:
-        raise BadRequest("view", str(exc)) from None
+        raise BadRequest(INVALID_PARAMETER, "view", str(exc)) from None
     return facts, session_id, turn, view
 
 
@@ -71,23 +81,23 @@ def check_encoding(request: Request) -> None:
     """Refuse a compressed body (415) rather than parse its bytes as JSON."""
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity"):
-        raise BadRequest("content-encoding", f"content encoding '{encoding[:40]}' is not supported: send the "
-                         "JSON body uncompressed", 415)
+        raise BadRequest(BODY_ENCODED, "content-encoding", f"content encoding '{encoding[:40]}' is not supported: "
+                         "send the JSON body uncompressed")
 
 
 async def read_limited(request: Request) -> bytes:
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > MAX_BODY:
-        raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+        raise BadRequest(BODY_TOO_LARGE, "facts", f"the body is larger than {MAX_BODY} bytes")
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > MAX_BODY:
-                raise BadRequest("facts", f"the body is larger than {MAX_BODY} bytes", 413)
+                raise BadRequest(BODY_TOO_LARGE, "facts", f"the body is larger than {MAX_BODY} bytes")
             chunks.append(chunk)
     except ClientDisconnect:  # gone, or closed by the body-read timeout: no one reads the answer
-        raise BadRequest("facts", "the client went away before the body was read", 400) from None
+        raise BadRequest(CLIENT_GONE, "facts", "the client went away before the body was read") from None
     return b"".join(chunks)
 
 

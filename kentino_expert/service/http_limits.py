@@ -19,12 +19,20 @@ Memory per connection is therefore at most a limit plus two socket reads (256 Ki
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import httptools
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .error_codes import (
+    BODY_TOO_LARGE,
+    HEAD_TOO_LARGE,
+    INVALID_HTTP,
+    REQUEST_TIMEOUT,
+    ErrorCode,
+    error_bytes,
+)
 
 HEAD, BODY = "head", "body"
 
@@ -42,15 +50,15 @@ class HttpLimits:
 class Refusal(Exception):
     """Raised inside a parser callback to stop parsing a request that breaks a limit."""
 
-    def __init__(self, status: int, field: str, message: str):
+    def __init__(self, code: ErrorCode, field: str, message: str):
         super().__init__(message)
-        self.status, self.field, self.message = status, field, message
+        self.code, self.field, self.message = code, field, message
 
 
-def refusal_bytes(status: int, field: str | None, message: str) -> bytes:
-    """A whole `Connection: close` response with the API's {detail: [{field, message}]} body."""
-    body = json.dumps({"detail": [{"field": field, "message": message}]}, separators=(",", ":")).encode()
-    return b"".join([STATUS_LINE[status], b"content-type: application/json\r\n",
+def refusal_bytes(code: ErrorCode, field: str | None, message: str) -> bytes:
+    """A whole `Connection: close` response with the API's {code, detail: [{field, message}]} body."""
+    body = error_bytes(code, field, message)
+    return b"".join([code.status_line, b"content-type: application/json\r\n",
                      b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body])
 
 
@@ -88,11 +96,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         seconds = self.limits.header_timeout if phase == HEAD else self.limits.body_timeout
         what = "request line and headers" if phase == HEAD else "request body"
-        self._refuse(408, "headers" if phase == HEAD else "body",
+        self._refuse(REQUEST_TIMEOUT, "headers" if phase == HEAD else "body",
                      f"the {what} did not arrive within {seconds:g} s")
 
-    def _refuse(self, status: int, field: str, message: str) -> None:
-        """Answer `status` (unless a response is already under way) and close the connection."""
+    def _refuse(self, code: ErrorCode, field: str, message: str) -> None:
+        """Answer the error (unless a response is already under way) and close the connection."""
         self._disarm()
         cycle = self.cycle
         answering = self._phase == HEAD and (cycle is None or cycle.response_complete)
@@ -100,9 +108,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app, if it waits for the body, sees the client gone
             cycle.message_event.set()
-        self.logger.info("%s:%s - %d: %s", *(self.client or ("?", 0)), status, message)
+        self.logger.info("%s:%s - %d: %s", *(self.client or ("?", 0)), code.status, message)
         if answering:
-            self.transport.write(refusal_bytes(status, field, message))
+            self.transport.write(refusal_bytes(code, field, message))
         self.transport.close()
 
     # -- protocol ---------------------------------------------------------------------------------
@@ -129,7 +137,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         except httptools.HttpParserCallbackError as exc:
             if isinstance(exc.__context__, Refusal):
                 refusal = exc.__context__
-                self._refuse(refusal.status, refusal.field, refusal.message)
+                self._refuse(refusal.code, refusal.field, refusal.message)
             else:
                 self._invalid()
             return
@@ -144,15 +152,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def _invalid(self) -> None:
         """A request httptools cannot parse: the API's JSON 400 (uvicorn's own is plain text), then close."""
         self.logger.warning("Invalid HTTP request received.")
-        self._refuse(400, "request", "not a valid HTTP/1.1 request (its request line, a header field, "
+        self._refuse(INVALID_HTTP, "request", "not a valid HTTP/1.1 request (its request line, a header field, "
                                      "Content-Length, Transfer-Encoding or the chunk framing)")
 
     def _count_wire(self, phase: str, size: int) -> None:
         self._wire[phase] += size
         if phase == HEAD and self._wire[HEAD] > self.limits.max_head_bytes:
-            self._refuse(431, "headers", self._head_message())
+            self._refuse(HEAD_TOO_LARGE, "headers", self._head_message())
         elif phase == BODY and self._wire[BODY] > self.limits.max_body_bytes:
-            self._refuse(413, "body", f"the request body is over {self.limits.max_body_bytes} bytes on the wire")
+            self._refuse(BODY_TOO_LARGE, "body",
+                         f"the request body is over {self.limits.max_body_bytes} bytes on the wire")
 
     def _head_message(self) -> str:
         return f"the request line and header fields are over {self.limits.max_head_bytes} bytes"
@@ -160,7 +169,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def _count_head(self, size: int) -> None:
         self._head_exact += size
         if self._head_exact > self.limits.max_head_bytes:
-            raise Refusal(431, "headers", self._head_message())
+            raise Refusal(HEAD_TOO_LARGE, "headers", self._head_message())
 
     # -- parser callbacks -------------------------------------------------------------------------
 
@@ -182,7 +191,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._fields += 1
         if self._fields > self.limits.max_header_fields:
-            raise Refusal(431, "headers", f"more than {self.limits.max_header_fields} header fields")
+            raise Refusal(HEAD_TOO_LARGE, "headers", f"more than {self.limits.max_header_fields} header fields")
         self._count_head(len(name) + len(value) + 4)
         super().on_header(name, value)
 

@@ -4,7 +4,8 @@
 `recommend`'s input schema is the body of POST /v1/recommend: the facts schema (enums, `task` required, each
 fact's description and the question to ask for it) plus session_id, turn and view. Every `recommend` call is
 written to the decision log (source 'mcp') before its result is returned. stdout carries the stdio protocol:
-logs go to stderr. mcp is an optional dependency: it is imported only here and in mcp_http.py.
+logs go to stderr. mcp is imported only here and in mcp_http.py (a dependency; an install without it serves
+/mcp as a 501 and `kentino-expert mcp` exits naming it).
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from ..decisions.connect import open_log
 from ..errors import DecisionLogError, EngineError, KentinoError, UnreadableRow
 from ..expert import Expert
 from ..version import __version__
+from .answer_size import served_sizes
 from .compact import check_view, compact
 from .decide import decide
+from .error_codes import MCP_UNKNOWN_TOOL, jsonrpc_data
 from .log_failures import public_message
-from .tool_schema import facts_of, request_schema
+from .tool_schema import facts_of, recommend_output_schema, request_schema
 
 SERVER_NAME = "kentino-expert"
 INSTRUCTIONS = (
@@ -60,6 +63,11 @@ class ToolFailed(Exception):
     """A tool call the client must change: its message goes back as the tool error's text."""
 
 
+class UnknownTool(Exception):
+    """A call of a tool the server does not have: JSON-RPC's invalid params (-32602), as the MCP specification
+    answers it, not a tool error (no tool ran)."""
+
+
 def _message(exc: KentinoError) -> str:
     field = getattr(exc, "field", None) or exc.name
     text = exc.suggested()
@@ -80,11 +88,13 @@ class KentinoTools:
         self.log, self.may_read = log, may_read
 
     def definitions(self) -> list[dict[str, Any]]:
-        """name, description, input schema and annotations of each tool (the rules' facts schema, now)."""
+        """name, description, input schema, output schema (of a tool returning structured content) and annotations of
+        each tool (the rules' facts schema, now)."""
         expert = self._expert()
         return [
             {"name": "recommend", "title": "Recommend a GPU-server build", "description": RECOMMEND_DESCRIPTION,
-             "input_schema": request_schema(expert.ruleset, expert.knowledge),
+             "input_schema": request_schema(expert.ruleset, expert.knowledge, served_sizes(expert)),
+             "output_schema": recommend_output_schema(),  # the structured content it returns
              # logs a new decision at each call: not read-only, not idempotent; additive, closed world
              "annotations": {"title": "Recommend a GPU-server build", "read_only_hint": False,
                              "destructive_hint": False, "idempotent_hint": False, "open_world_hint": False}},
@@ -95,7 +105,8 @@ class KentinoTools:
         ]
 
     async def call(self, name: str, arguments: dict, headers: Mapping[str, str] | None) -> tuple[str, dict | None]:
-        """(text, structured result or None) of one call; ToolFailed for what the client must change."""
+        """(text, structured result or None) of one call; ToolFailed for what the client must change, UnknownTool
+        for a name that is not one of the tools."""
         import anyio
 
         from .http_io import decision_limiter  # the HTTP stack's limiter, shared with POST /v1/recommend
@@ -105,7 +116,7 @@ class KentinoTools:
             return fastjson.dumps(body), body
         if name == "explain":
             return await anyio.to_thread.run_sync(self.explain, arguments, headers, limiter=decision_limiter()), None
-        raise ToolFailed(f"unknown tool '{str(name)[:60]}' (the tools are recommend and explain)")
+        raise UnknownTool(f"unknown tool '{str(name)[:60]}' (the tools are recommend and explain)")
 
     def recommend(self, arguments: dict) -> dict:
         """The decision's JSON (full or compact), logged with source 'mcp'."""
@@ -170,13 +181,15 @@ def build_server(expert=None, log=None, may_read=None):
     `expert` (an Expert, or a function returning one) and `log` default to the bundled rules and KENTINO_DB."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
 
     tools = KentinoTools(expert or Expert(), log if log is not None else open_log(), may_read)
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
             types.Tool(name=d["name"], title=d["title"], description=d["description"], input_schema=d["input_schema"],
-                       annotations=types.ToolAnnotations(**d["annotations"])) for d in tools.definitions()])
+                       output_schema=d.get("output_schema"), annotations=types.ToolAnnotations(**d["annotations"]))
+            for d in tools.definitions()])
 
     async def call_tool(ctx, params) -> types.CallToolResult:
         headers = getattr(getattr(ctx, "request", None), "headers", None)  # the HTTP request's; None on stdio
@@ -184,6 +197,9 @@ def build_server(expert=None, log=None, may_read=None):
             text, structured = await tools.call(params.name, params.arguments or {}, headers)
         except ToolFailed as exc:
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        except UnknownTool as exc:
+            raise MCPError(MCP_UNKNOWN_TOOL.jsonrpc, f"params.name: {exc}",
+                           jsonrpc_data(MCP_UNKNOWN_TOOL, [{"field": "params.name", "message": str(exc)}])) from None
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
     server = Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,

@@ -32,6 +32,8 @@ from prometheus_client import generate_latest as _generate
 from prometheus_client import multiprocess as _multiprocess
 from starlette.responses import Response
 
+from .error_codes import INTERNAL_ERROR
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 DECISIONS = Counter("kentino_decisions", "Decisions recorded in the log, by recommendation kind, status and source.",
@@ -168,7 +170,7 @@ class DecisionTimer:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/v1/recommend":
             await self.app(scope, receive, send)
             return
-        start, code = time.perf_counter(), [500]
+        start, code = time.perf_counter(), [INTERNAL_ERROR.status]  # the app raised before it answered
 
         async def sending(message):
             if message["type"] == "http.response.start":

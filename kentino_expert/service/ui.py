@@ -17,28 +17,32 @@ from ..answer.explain import explain_html
 from ..decisions.meta import check_session_id, normalise_time
 from ..domain.vocabulary import KINDS, check_kind
 from ..errors import DecisionLogError, InputError, UnreadableRow
+from .error_codes import DECISION_NOT_FOUND, INVALID_PARAMETER, LOG_UNAVAILABLE, UNREADABLE_ROW, ErrorCode
 from .log_failures import public_message
 
 PAGE_SIZE = 50
 MAX_FILTER_CHARS = 200
-# what the pages may load and do: their own inline CSS, nothing else (no script, no frame, no remote resource)
+NOSNIFF = {"x-content-type-options": "nosniff"}  # a browser takes the content type as given, never guesses
+# what the pages may load and do: their own inline CSS, nothing else (no script, no frame, no remote resource); the
+# explanation at /v1/decisions/{id}/explain?format=html is sent with them too
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "x-frame-options": "DENY", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY", **NOSNIFF, "referrer-policy": "no-referrer",
     "cache-control": "no-store"}
 
 _templates = Environment(loader=PackageLoader("kentino_expert.service", "templates"), autoescape=True,
                          undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def page(html: str, status: int = 200) -> HTMLResponse:
-    """An HTML response with the pages' security headers."""
-    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+def page(html: str, code: ErrorCode | None = None) -> HTMLResponse:
+    """An HTML response with the pages' security headers (with `code`: an error page, with the code's status)."""
+    return HTMLResponse(html, status_code=code.status if code else 200, headers=SECURITY_HEADERS)
 
 
 # each filter of the form with the check the log applies to it (the form's names: "session", not "session_id")
-_FILTER_CHECKS = (("kind", check_kind), ("since", normalise_time), ("session", check_session_id))
+_FILTER_CHECKS = (("kind", check_kind), ("since", lambda since: normalise_time(since, clamp=True)),
+                  ("session", check_session_id))
 
 
 def _filters(kind: str | None, since: str | None, session: str | None) -> tuple[dict, tuple[str, str] | None]:
@@ -76,17 +80,17 @@ def decisions_page(decision_log, kind=None, since=None, session=None, cursor=Non
         except InputError as exc:  # a cursor the log did not give
             wrong = (exc.field or "cursor", exc.message)
         except DecisionLogError as exc:  # the server's trouble: its words (which name the database) to its log
-            return message_page("The decision log cannot be read", public_message(exc, writing=False), 503)
+            return message_page(LOG_UNAVAILABLE, "The decision log cannot be read", public_message(exc, writing=False))
     html = _templates.get_template("decisions.html").render(
-        kinds=KINDS, filters=given, rows=rows, error=wrong, paged=bool(cursor),
+        kinds=KINDS, filters=given, rows=rows, error=wrong, code=INVALID_PARAMETER.code, paged=bool(cursor),
         next_href="/ui?" + urlencode({**given, "cursor": next_cursor}) if next_cursor else None,
         first_href="/ui?" + urlencode(given) if given else "/ui")
-    return page(html, 422 if wrong else 200)
+    return page(html, INVALID_PARAMETER if wrong else None)
 
 
-def message_page(title: str, message: str, status: int) -> HTMLResponse:
-    """A page that only says something (no such decision, the log unreadable)."""
-    return page(_templates.get_template("message.html").render(title=title, message=message), status)
+def message_page(code: ErrorCode, title: str, message: str) -> HTMLResponse:
+    """A page that only says what went wrong (no such decision, the log unreadable), with its code."""
+    return page(_templates.get_template("message.html").render(title=title, message=message, code=code.code), code)
 
 
 def add_ui_routes(app, holder, decision_log) -> None:
@@ -101,14 +105,15 @@ def add_ui_routes(app, holder, decision_log) -> None:
         try:
             row = decision_log.get(decision_id) if len(decision_id) <= 200 else None
         except UnreadableRow as exc:  # a row another program wrote: for good, like one of another shape below
-            return message_page("This decision cannot be explained", f"Its stored row cannot be read: {exc.problem}",
-                                422)
+            return message_page(UNREADABLE_ROW, "This decision cannot be explained",
+                                f"Its stored row cannot be read: {exc.problem}")
         except DecisionLogError as exc:
-            return message_page("The decision log cannot be read", public_message(exc, writing=False), 503)
+            return message_page(LOG_UNAVAILABLE, "The decision log cannot be read", public_message(exc, writing=False))
         if row is None:
-            return message_page("No such decision", f"There is no decision '{decision_id[:200]}' in the log.", 404)
+            return message_page(DECISION_NOT_FOUND, "No such decision",
+                                f"There is no decision '{decision_id[:200]}' in the log.")
         try:
             return page(explain_html(holder.current(), row))
         except InputError as exc:  # a row another program wrote, not in the shape the log writes
-            return message_page("This decision cannot be explained",
-                                f"Its stored row is not in the shape the log writes: {exc}", 422)
+            return message_page(UNREADABLE_ROW, "This decision cannot be explained",
+                                f"Its stored row is not in the shape the log writes: {exc}")

@@ -8,6 +8,13 @@ worker, restarts a worker that dies, and stops them all on SIGINT/SIGTERM. Where
 no SO_REUSEPORT, `reuse_port_available()` is False and the caller falls back to uvicorn's workers.
 Every worker serves through http_limits' protocol, with the limits the supervisor was given.
 
+A worker builds its app before it opens its socket, so a worker that is (re)starting takes no share of the new
+connections until it can answer them (a replacement used to hold those it was given for the second or more its
+rules take to build: measured, up to 3.8 s). When a worker dies, the kernel resets the connections it had queued but
+not yet accepted, unless net.ipv4.tcp_migrate_req is 1 (Linux 5.14 and later), which moves them to the other
+workers' sockets: the supervisor says so when it starts with the setting off (deploy/sysctl.d sets it). The
+requests a killed worker was answering are lost whatever is done here: see docs/deployment.md.
+
 A reload through one worker's POST /v1/admin/reload reaches the others through the mtime of a
 marker (`reload_marker()`): on Linux an anonymous memfd of the supervisor, named by its
 /proc/<pid>/fd path, so that nothing is left on disk however the supervisor ends, SIGKILL included.
@@ -40,6 +47,18 @@ DEFAULTS = HttpLimits()
 
 APP = "kentino_expert.service.app:app_from_env"
 BACKLOG = 2048
+MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")  # 1: a closed listener's queue moves to its siblings
+MIGRATE_ADVICE = ("kentino-expert: net.ipv4.tcp_migrate_req is 0: the connections queued for a worker that dies are "
+                  "reset; set it to 1 (deploy/sysctl.d/60-kentino-expert.conf, docs/deployment.md)")
+
+
+def queue_migration_off(setting: Path = MIGRATE_REQ) -> bool:
+    """The kernel resets a dead worker's queued connections instead of moving them to its siblings (a kernel without
+    the setting, or another platform, says nothing here)."""
+    try:
+        return setting.read_text().strip() == "0"
+    except OSError:
+        return False
 
 
 def reuse_port_available() -> bool:
@@ -112,9 +131,12 @@ def _worker(host: str, port: int, log_level: str, parent: int, limits: HttpLimit
     try:
         if os.getppid() != parent:  # the supervisor died before the line above took effect
             return
+        config = server_config(APP, limits, factory=True, log_level=log_level)
+        # the app first (rules checked, built and tried, about a second): a socket listening before it would take
+        # its share of new connections and hold them unanswered meanwhile (a proxy's health check timed out on one)
+        config.load()
         sock = _socket(host, port)
         sock.listen(BACKLOG)
-        config = server_config(APP, limits, factory=True, log_level=log_level)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         if os.getppid() != parent:  # orphaned (the supervisor was killed): nobody else removes the metrics
@@ -154,6 +176,8 @@ class Supervisor:
             self._workers = [self._start_one() for _ in range(self.count)]
             print(f"kentino-expert: {self.count} workers on http://{self.host}:{self.port} (supervisor pid "
                   f"{os.getpid()}; SIGHUP reloads the rules, Ctrl+C stops)", file=sys.stderr, flush=True)
+            if queue_migration_off():
+                print(MIGRATE_ADVICE, file=sys.stderr, flush=True)
             while not self._stopping:
                 time.sleep(0.2)
                 for index, process in enumerate(self._workers):
