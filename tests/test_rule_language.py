@@ -243,6 +243,18 @@ class TestParsing:
         item (the reader records which scalars were quoted: no file is read again to find out)."""
         _only(check(_rule(when)), "E101", f"x.yaml:5:{column + 5}:")  # the second `>`, 5 characters in
 
+    @pytest.mark.parametrize("number", ["\u09e8\u09e6", "\uff12\uff10", "1\u0663", "\u0661.5"])
+    def test_a_number_is_written_with_ascii_digits(self, check, number):
+        """Bengali, Arabic-Indic or fullwidth digits are no number (Python's `\\d` and float() read '২০' as 20): the
+        condition is E101 at the first such digit, in words."""
+        column = 12 + next(index for index, char in enumerate(number) if not "0" <= char <= "9" and char != ".")
+        _only(check(_rule(f'"qps > {number}"')), "E101", f"x.yaml:5:{column + 6}:", "is not a digit 0-9")
+
+    @pytest.mark.parametrize("spec", ["\u09e8\u09e6", ">\uff15", ".\u0663f"])
+    def test_a_template_width_is_written_with_ascii_digits(self, check, spec):
+        """A width or precision in other digits is no format spec (format() reads them, past the width check)."""
+        _only(check(_rule().replace('because: "x"', f'because: "{{qps:{spec}}}"')), "E106", "is not a format spec")
+
     def test_escapes(self):
         """The documented escapes work, and UTF-8 text next to an escape is not read as Latin-1."""
         assert parse(r"model == 'a\'b\\c\u0161 č'").right.value == "a'b\\cš č"

@@ -93,8 +93,8 @@ def _compiled(template: str):
 
 
 MAX_TEMPLATE_WIDTH = 40  # a width or precision beyond this is a mistake, and `{x:>99999999}` writes 100 MB
-_SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?z?#?0?(?P<width>\d+)?[,_]?"
-                   r"(?:\.(?P<precision>\d+))?(?P<type>[bcdeEfFgGnosxX%])?$", re.DOTALL)
+_SPEC = re.compile(r"^(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?z?#?0?(?P<width>[0-9]+)?[,_]?"
+                   r"(?:\.(?P<precision>[0-9]+))?(?P<type>[bcdeEfFgGnosxX%])?$", re.DOTALL)
 _SAMPLES = {NUMBER: (1234.5, 12), TEXT: ("text",), BOOL: (True,)}
 
 
