@@ -25,7 +25,7 @@ from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
 from ..lang.valuetypes import NUMBER, is_enum
 from ..sourcefiles import yaml_files
-from . import crosschecks
+from . import bounds, crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
@@ -135,6 +135,7 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     for special in SPECIAL_FILES:
         if not os.path.lexists(root / special):  # one that is there but refused has its E001 already
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
+    bounds.check_rule_count(rules, sink)
     _warn_unread(root, sink)
     return files, rules, parameters, policies, selection
 
@@ -269,6 +270,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
                      for order, (_, rule) in enumerate(ranked, start=1))
     selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
     analyse(compiled, parameters, knowledge, namespace, sink, selection)
+    bounds.check_answer_text(compiled, policies, namespace, sink)
     if backend is not None:
         report_shape_problems(backend.shape_problems(compiled), sink)
     if sink.errors:
