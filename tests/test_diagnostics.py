@@ -205,3 +205,18 @@ class TestRootCauseFirst:
         """`heuristics: 405` is E014 alone, not also "must cite at least one heuristic"."""
         _edit(rules_copy / "fit.yaml", "heuristics: [H-FIT-CAPACITY]", "heuristics: 405")
         assert [d.code for d in check_directory(rules_copy).diagnostics] == ["E014"]
+
+
+@pytest.mark.parametrize("name, kind", [("gpus_per_node", "fact"), ("concurrency", "fact"),
+                                        ("node_vram_gb", "figure")])
+def test_a_parameter_named_like_a_fact_is_a_warning_at_it(rules_copy, name, kind):
+    """Issue 30: a parameter named like a fact passed without a word; the rules read it in place of the fact
+    while the sizing and the answer read the fact. W309 at its name in parameters.yaml."""
+    path = rules_copy / "parameters.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + f"  {name}:\n    value: 4\n    unit: GPUs\n", encoding="utf-8")
+    line = text.count("\n") + 1
+    found = [str(d) for d in check_directory(rules_copy).diagnostics]
+    assert found == [f"rules/parameters.yaml:{line}:3: W309: parameter '{name}' has the name of a {kind}: the rules "
+                     f"that name '{name}' read this parameter's 4, the sizing and the answer read the {kind}'s value; "
+                     "give the parameter a name of its own"], found

@@ -230,6 +230,14 @@ WARNINGS = (
          "      warn: {code: l4-note, message: An L4 node.}\n    because: The card is an L4.\n",
          "Rename the file to end in `.yaml`, or move it up into the rule directory; delete it if it is not "
          "meant to be read.", file="rules/example.yml"),
+    Code("W309", "warning", "a parameter has the name of a fact, a figure or another name of the state",
+         "A rule that names a parameter reads its value: parameters are folded into the conditions and "
+         "recommend expressions. A parameter named like a fact (or a figure) therefore takes that name's "
+         "place in the rules only, while the sizing, the defaults and the answer still read the fact: the "
+         "rules decide on one number and the answer shows another, and nothing says so.",
+         "parameters:\n  gpus_per_node:\n    value: 4\n    unit: GPUs\n    description: Our standard node.\n",
+         "Give the parameter a name of its own (`standard_gpus_per_node`) and compare the fact with it in the "
+         "rules that meant to.", file="rules/parameters.yaml"),
 )
 
 CHECKING_CODES = EXPRESSIONS + ENGINE + WARNINGS
