@@ -1,8 +1,9 @@
-"""PyYAML's syntax errors in words a rule author acts on: a tab, or the line whose indentation slipped.
+"""PyYAML's syntax errors in words a rule author acts on: a tab, an unclosed quote, a list item among keys (or a
+key among items), or the line whose indentation slipped.
 
 PyYAML reports where parsing failed ("did not find expected key", "found character that cannot start
-any token"), which is often a line after the mistake and never says why. A tab in the indentation and a
-line that lines up with no block above it are the usual causes; this module finds them in the text.
+any token"), which is often a line after the mistake and never says why. These slips are the usual causes;
+this module finds them in the text.
 """
 from __future__ import annotations
 
@@ -156,19 +157,121 @@ def _tab(lines: list[str], line: int, column: int) -> tuple[int, int] | None:
     return None
 
 
+def _value_start(content: str) -> int:
+    """Where the value of a content line starts: after its `- ` items and its `key:` (0: no key)."""
+    start = 0
+    while content[start:] == "-" or content[start:].startswith("- "):
+        start = len(content) - len(content[start + 1:].lstrip(" "))
+    match = _KEY.match(content, start)
+    return len(content) - len(content[match.end():].lstrip(" ")) if match else start
+
+
+def _closes(text: str, quote: str) -> int:
+    """The offset in `text` (what follows an opening quote) of the quote that closes it, or -1."""
+    index = 0
+    while index < len(text):
+        if quote == '"' and text[index] == "\\":
+            index += 2
+            continue
+        if text[index] == quote:
+            if quote == "'" and text[index + 1:index + 2] == "'":  # '' is a quote inside single quotes
+                index += 2
+                continue
+            return index
+        index += 1
+    return -1
+
+
+def _open_quote(lines: list[str], number: int) -> tuple[int, int, str] | None:
+    """(line, column, quote), 1-based, of a value on line `number` that opens a quote and does not close it."""
+    raw = lines[number - 1] if 0 < number <= len(lines) else ""
+    indent = len(raw) - len(raw.lstrip(" "))
+    content = raw[indent:]
+    start = _value_start(content)
+    if content[start:start + 1] in ("'", '"') and _closes(content[start + 1:], content[start]) < 0:
+        return number, indent + start + 1, content[start]
+    return None
+
+
+def _runaway_quote(lines: list[str], line: int, column: int) -> tuple[str, int, int] | None:
+    """An unclosed quote that ran on to the failing line: the last value before it that opens a quote and
+    does not close it on its own line, when no line between holds that quote and the failing one does."""
+    for number in range(line - 1, 0, -1):
+        found = _open_quote(lines, number)
+        if found:
+            quote = found[2]
+            between = any(quote in lines[other - 1] for other in range(number + 1, line))
+            if between or quote not in lines[line - 1][:column]:
+                return None
+            return (f"an unclosed quote: the value on line {number} opens with {quote} and does not close it on its "
+                    f"line, so the text runs on to the next {quote}, on line {line}; close the quote on line "
+                    f"{number}", number, found[1])
+    return None
+
+
+def _key_above(lines: list[str], line: int, column: int) -> tuple[int, str, str] | None:
+    """(line, key, value) of the nearest key above `line` whose key starts at `column` (0-based)."""
+    for number in range(line - 1, 0, -1):
+        raw = _uncommented(lines[number - 1])
+        indent = len(raw) - len(raw.lstrip(" "))
+        content = raw[indent:]
+        if not content:
+            continue
+        start = _value_start(content)
+        key_column = indent + len(content) - len(content.lstrip("- ")) if content.startswith("- ") else indent
+        if key_column == column and start:
+            key = content[key_column - indent:start].strip().rstrip(":").strip()
+            return number, key, content[start:]
+        if indent < column:
+            return None
+    return None
+
+
+def _mixed_block(exc, lines: list[str]) -> tuple[str, int, int] | None:
+    """A list item among the keys of a mapping, or a key among the items of a list, in words."""
+    mark, context, block = exc.problem_mark, exc.context or "", exc.context_mark
+    if mark is None or block is None or mark.column != block.column or mark.line >= len(lines):
+        return None  # not in the block's own column: an indentation slip, said as one
+    here = lines[mark.line][mark.column:]
+    line, column = mark.line + 1, mark.column + 1
+    if "block mapping" in context and (here == "-" or here.startswith("- ")):
+        above = _key_above(lines, line, mark.column)
+        why = (f"the key above it, '{above[1]}' on line {above[0]}, has its value after its ':', so nothing can be "
+               "listed under it" if above and above[2] else "a mapping's lines are all 'key: value'")
+        return (f"a list item among keys: line {line} starts with '- ' in the column of the keys of a mapping; "
+                f"{why}. A list goes under a key with nothing after its ':', each item on a line of its own "
+                "starting with '- '", line, column)
+    if "block collection" in context and here and not here.startswith("-"):
+        start = block.line + 1
+        return (f"a key among list items: line {line} is not an item ('- ') but stands in the column of the list "
+                f"that starts on line {start}; a list's lines all start with '- ': indent the key under an item, "
+                "or end the list before it", line, column)
+    return None
+
+
 def described(exc, text: str, plain: str) -> tuple[str, int, int]:
-    """(message, line, column) of a PyYAML syntax error: a tab or an indentation slip in words when the
-    text shows one at or before the failing line, else `plain` (PyYAML's own words) where it failed."""
+    """(message, line, column) of a PyYAML syntax error in words when the text shows a tab, an unclosed quote,
+    a list item among keys (or a key among items) or an indentation slip at or before the failing line, else
+    `plain` (PyYAML's own words) where it failed."""
     mark = exc.problem_mark or exc.context_mark
     if mark is None:
         return plain, 0, 0
     line, column = mark.line + 1, mark.column + 1
+    lines = text.split("\n")
+    if "quoted scalar" in (exc.context or "") and exc.context_mark is not None:  # the file ends inside it
+        opened = exc.context_mark
+        return (f"an unclosed quote: the value on line {opened.line + 1} opens with "
+                f"{lines[opened.line][opened.column:opened.column + 1]} and the file ends before it closes; close "
+                f"the quote on line {opened.line + 1}", opened.line + 1, opened.column + 1)
     problem = f"{exc.problem or ''} {exc.context or ''}"
     if not any(words in problem for words in _STRUCTURAL):
         return plain, line, column
-    tab = _tab(text.split("\n"), line, mark.column)
+    tab = _tab(lines, line, mark.column)
     if tab:
         return "a tab character: YAML indents with spaces (replace the tab with spaces)", *tab
+    found = _runaway_quote(lines, line, mark.column) or _mixed_block(exc, lines)
+    if found:
+        return found
     earlier = [slip for slip in slips(text) if slip.line <= line]
     if earlier:
         slip = earlier[-1]

@@ -19,9 +19,10 @@ FILES = (
     Code("E001", "error", "a file cannot be read: a tab, an indentation slip or other invalid YAML, not UTF-8, "
          "or missing",
          "The file could not be read, so nothing in it could be checked. Most often the YAML is broken: a "
-         "tab in the indentation (YAML indents with spaces only), or a line indented one space more or "
-         "less than the lines it belongs with. The message names the line that slipped and the lines it "
-         "is measured against. The same code is given for a file that is not UTF-8, a merge key (`<<`), "
+         "tab in the indentation (YAML indents with spaces only), a line indented one space more or "
+         "less than the lines it belongs with, a list item (`- `) among the keys of a mapping or a key among "
+         "list items, or a quote left open. The message says which, at the line to fix, and names the lines "
+         "it is measured against. The same code is given for a file that is not UTF-8, a merge key (`<<`), "
          "a duplicate key, a document past the size limits, a missing `parameters.yaml` or `facts.yaml`, "
          "a rule directory that does not exist, and a knowledge file that cannot be loaded.",
          _RULE + "     when: params_b >= cliff_params_b\n    then:\n      conclude: {big_model: true}\n" + _BECAUSE,
