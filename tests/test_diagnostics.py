@@ -220,3 +220,39 @@ def test_a_parameter_named_like_a_fact_is_a_warning_at_it(rules_copy, name, kind
     assert found == [f"rules/parameters.yaml:{line}:3: W309: parameter '{name}' has the name of a {kind}: the rules "
                      f"that name '{name}' read this parameter's 4, the sizing and the answer read the {kind}'s value; "
                      "give the parameter a name of its own"], found
+
+
+class TestPathsOpenFromHere:
+    """Issue 30: diagnostics named files relative to the rule directory's parent (`pm-rules/x.yaml`), which an
+    editor cannot open from the working directory; now as ruff prints them: relative to it when the file is
+    under it, else absolute."""
+
+    @pytest.fixture
+    def project(self, tmp_path, rules_copy) -> Path:
+        _edit(rules_copy / "fit.yaml", "    priority: 110\n", "    priority: 110\n    colour: red\n")
+        (tmp_path / "elsewhere").mkdir()
+        return tmp_path
+
+    @pytest.mark.parametrize("cwd, shown", [("elsewhere", "{rules}/fit.yaml"), (".", "rules/fit.yaml"),
+                                            ("rules", "fit.yaml")])
+    def test_rules_check_prints_a_path_that_opens_from_here(self, project, monkeypatch, cwd, shown):
+        monkeypatch.chdir(project / cwd)
+        rules = project / "rules"
+        for fmt in ("text", "json"):
+            result = CliRunner().invoke(main, ["rules", "check", "--rules", str(rules), "--format", fmt])
+            assert result.exit_code == 2, result.output
+            expected = shown.format(rules=rules)
+            if fmt == "text":
+                assert result.output.startswith(f"{expected}:21:5: E002: unknown key 'colour'"), result.output
+            else:
+                import json
+                found = json.loads(result.output[result.output.index("["):])
+                assert [d["file"] for d in found] == [expected]
+            assert (project / cwd / expected).is_file()
+
+    def test_another_command_prints_them_so_too(self, project, monkeypatch):
+        """A command that loads a rule set with errors (here `rules list`) names the file the same way."""
+        monkeypatch.chdir(project / "elsewhere")
+        result = CliRunner().invoke(main, ["rules", "list", "--rules", str(project / "rules")])
+        assert result.exit_code == 2
+        assert result.output.startswith(f"error: {project / 'rules' / 'fit.yaml'}:21:5: E002: "), result.output

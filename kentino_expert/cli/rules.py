@@ -26,6 +26,7 @@ from .common import (
     announce,
     db_option,
     knowledge_option,
+    located,
     make_expert,
     open_decision_log,
     progress,
@@ -59,11 +60,12 @@ def rules_check(rules_dir, knowledge_dir, strict, fmt, code):
             raise UserError(str(exc)) from None
         return
     report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
+    shown = located(report.diagnostics, rules_dir, knowledge_dir)  # paths that open from here, as ruff's
     if fmt == "json":
         click.echo(sources_line(rules_dir, knowledge_dir), err=True)
-        click.echo(json.dumps([d.as_dict() for d in report.diagnostics], indent=2))
+        click.echo(json.dumps([d.as_dict() for d in shown], indent=2))
     else:
-        for diagnostic in report.diagnostics:
+        for diagnostic in shown:
             click.echo(str(diagnostic))
         click.echo(f"{report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
     if not report.ok(strict):
@@ -231,7 +233,7 @@ def rules_publish(rules_dir, knowledge_dir, db, by, strict, wait_seconds):
                         "a service on SQLite reloads its own directories (SIGHUP or POST /v1/admin/reload)")
     files = published.read_files(rules_dir, knowledge_dir)
     report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
-    for diagnostic in report.diagnostics:
+    for diagnostic in located(report.diagnostics, rules_dir, knowledge_dir):
         click.echo(str(diagnostic))
     if not report.ok(strict):
         raise UserError(f"rule set not published: {report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
