@@ -17,6 +17,7 @@ from ..lang.valuetypes import BOOL
 from ..ruleset.diagnostics import REGISTRY
 from ..ruleset.schemas import facts_schema
 from .calibration_table import calibration_table
+from .catalog_fields import HEADER, SPECS, field_rows
 from .diagnostic_examples import example_diagnostics
 
 # A generated block in a Markdown guide: everything between the two marker lines is rewritten.
@@ -211,6 +212,14 @@ def links_table(ruleset, knowledge) -> str:
     return _table(("link", "name", "scope", "GB/s", "latency (us)", "aliases"), rows)
 
 
+def _fields_of(kind: str):
+    """The table of the fields a `kind` (card, model, link) of knowledge/ needs, generated from its spec."""
+    def table(ruleset=None, knowledge=None) -> str:
+        return _table(HEADER, field_rows(SPECS[kind]))
+    table.__doc__ = f"The fields of a {kind} of knowledge/ (domain/catalog.py), from its pydantic spec."
+    return table
+
+
 def limits_table(ruleset=None, knowledge=None) -> str:
     """The bounds on what a rule set can make an answer cost (lang/limits.py), with their values."""
     rows = [(f"`{name}`", _number(getattr(limits, name)), what, beyond) for name, what, beyond in limits.DOCUMENTED]
@@ -278,7 +287,7 @@ TABLES = {
     "parameters": parameters_table,
     "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
     "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
-    "limits": limits_table,
+    "limits": limits_table, **{f"{kind}-fields": _fields_of(kind) for kind in SPECS},
     "diagnostics-explained": diagnostics_explained,
     "modules": modules_table, "calibration": calibration_table,
 }

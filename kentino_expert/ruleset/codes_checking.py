@@ -238,6 +238,14 @@ WARNINGS = (
          "parameters:\n  gpus_per_node:\n    value: 4\n    unit: GPUs\n    description: Our standard node.\n",
          "Give the parameter a name of its own (`standard_gpus_per_node`) and compare the fact with it in the "
          "rules that meant to.", file="rules/parameters.yaml"),
+    Code("W310", "warning", "a card Kentino ships is missing from selection.yaml's card preference",
+         "The build search sizes every card of knowledge/gpus.yaml with `kentino_ships: true`, and ranks them "
+         "by `cards` in rules/selection.yaml. A shipped card that `cards` does not list is ranked after every "
+         "card listed, whatever it is: most often it was just added to the catalog and not yet to the policy.",
+         "selection:\n  order: [buildable, card-preference]\n  kinds: [single-node, dp-replicas, multi-node-ib, "
+         "frontier]\n  cards: [rtx-pro-6000, l40, rtx-5090]\n",
+         "Add the card to `cards` where it ranks (docs/knowledge.md says what a new card needs).",
+         file="rules/selection.yaml"),
 )
 
 CHECKING_CODES = EXPRESSIONS + ENGINE + WARNINGS

@@ -25,7 +25,7 @@ from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
 from ..lang.valuetypes import NUMBER, is_enum
 from ..sourcefiles import yaml_files
-from . import bounds, crosschecks
+from . import asks, bounds, crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
@@ -259,6 +259,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     crosschecks.check_sizing_parameters(files, parameters, sink)
     if sink.has_root_cause:  # a file, or a parameter, that could not be read: later checks would blame others
         raise sink.error_report()
+    policies = asks.filled(policies, knowledge, sink)
     params = {name: p.value for name, p in parameters.items()}
     namespace, ranges = _check_across(files, rules, parameters, policies, knowledge, sink, backend)
     for policy in policies.values():

@@ -57,6 +57,7 @@ class FactPolicy:
     location: Location
     tasks: tuple[str, ...] = ()
     answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
+    ask_location: Location | None = None  # where `ask` stands (its `{shipped_cards}` is filled in: asks.py)
 
 
 def _number_in(value) -> str | None:
@@ -135,8 +136,8 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
         tasks = id_list(body, "tasks", display, sink)
         _check_tasks(body, tasks, display, sink)
         _check_default_values(str(name), defaults, sink)
-        out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where,
-                                    tasks, id_list(body, "answered_by", display, sink))
+        out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where, tasks,
+                                    id_list(body, "answered_by", display, sink), location_of(body, "ask", display))
     for name, policy in out.items():
         for other in policy.answered_by:
             if other not in out or other == name:
