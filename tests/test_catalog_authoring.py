@@ -17,30 +17,20 @@ from kentino_expert.ruleset.compiler import compile_ruleset
 from kentino_expert.ruleset.schemas import facts_schema
 
 ROOT = Path(__file__).resolve().parent.parent
-NEW_CARD = """  - id: l40s
-    name: NVIDIA L40S
-    memory_gb: 48
-    memory_bandwidth_gbs: 864
-    bf16_dense_tflops: 362
-    fp8_dense_tflops: 733
-    pcie_gen: 4
-    nvlink: false
-    p2p: true
-    form_factor: pcie
-    intra_node_link: pcie-gen4-p2p
-    kentino_ships: true
-    node_shapes: [8]
-    source: NVIDIA L40S data sheet
-"""
 
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    """A copy of the rules and of the knowledge with one more card Kentino ships, the L40S."""
+    """A copy of the rules and of the knowledge where Kentino ships one more card: the L40S (a reference card of
+    the catalog until then)."""
     shutil.copytree(bundled("rules"), tmp_path / "rules")
     shutil.copytree(bundled("knowledge"), tmp_path / "knowledge")
     gpus = tmp_path / "knowledge" / "gpus.yaml"
-    gpus.write_text(gpus.read_text(encoding="utf-8") + NEW_CARD, encoding="utf-8")
+    text = gpus.read_text(encoding="utf-8")
+    old = "    kentino_ships: false\n    source: NVIDIA L40S data sheet"
+    assert old in text
+    new = "    kentino_ships: true\n    node_shapes: [8]\n    source: NVIDIA L40S data sheet"
+    gpus.write_text(text.replace(old, new), encoding="utf-8")
     return tmp_path
 
 
@@ -79,17 +69,20 @@ def test_an_unknown_name_in_a_question_is_e106_at_it(project):
                       "'shipped_cards'?)"]
 
 
-class CardWithFp4(GpuSpec):
-    """The card spec with a field added the way the next figures will be."""
+class CardWithFp6(GpuSpec):
+    """The card spec with a field added the way FP4 and the board power were."""
 
-    fp4_dense_tflops: PositiveFloat | None = None  # dense FP4 tensor throughput, TFLOPS
+    fp6_dense_tflops: PositiveFloat | None = None  # dense FP6 tensor throughput, TFLOPS
 
 
 def test_the_field_list_follows_the_spec():
-    """A field added to a spec is listed with its type, default and the comment on its line, with no other edit."""
-    rows = {row[0]: row[1:] for row in field_rows(CardWithFp4)}
-    assert rows["`fp4_dense_tflops`"] == ("no (none)", "number > 0", "Dense FP4 tensor throughput, TFLOPS.")
+    """A field added to a spec is listed with its type, default and the comment on its line, with no other edit
+    (as the card's FP4 throughput and board power were, by another hand)."""
+    rows = {row[0]: row[1:] for row in field_rows(CardWithFp6)}
+    assert rows["`fp6_dense_tflops`"] == ("no (none)", "number > 0", "Dense FP6 tensor throughput, TFLOPS.")
     assert rows["`memory_gb`"][:2] == ("yes", "number > 0") and rows["`node_shapes`"][0] == "no (empty)"
+    card = {row[0]: row[1:] for row in field_rows(GpuSpec)}
+    assert card["`board_power_w`"] == ("no (none)", "number > 0", "The data sheet's maximum board power.")
 
 
 @pytest.mark.parametrize("kind", list(SPECS))
