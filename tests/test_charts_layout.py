@@ -85,18 +85,36 @@ def test_a_colour_per_kind_of_purchase(expert):
     assert [group.get("data-status") for group in outlined] == ["fails"] * len(outlined) and outlined
 
 
+def test_ticks_write_numbers_as_the_values_do(pictures):
+    """An axis's ticks are written with thousands separators, never in exponent form ('1e+06' it was), and
+    read back as the round steps they mark."""
+    ticks = [[text.text for text in ET.fromstring(svg).iter(f"{SVG}text") if text.get("class") == "tick"]
+             for svg in pictures]
+    assert all(ticks), "every picture has its axis' ticks"
+    for labels in ticks:
+        assert not any("e" in label for label in labels), labels
+        values = [float(label.replace(",", "")) for label in labels]
+        assert values == sorted(values) and values[0] == 0
+    assert ticks[-1][-1] == "1,000,000", "the crowded memory chart's axis ends at a million"
+    assert any("20,000" in labels for labels in ticks), "the frontier plan's days are in the tens of thousands"
+
+
 MEASURE = """<script>
 const found = [];
+const CLEAR = 2;
 const box = (e) => e.getBoundingClientRect();
-const meets = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 &&
-                        Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
+const grown = (r, by) => ({left: r.left - by, right: r.right + by, top: r.top - by, bottom: r.bottom + by});
+const meets = (a, b, by = 0.5) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > by &&
+                                  Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > by;
 document.querySelectorAll("svg").forEach((svg, index) => {
   const frame = box(svg);
   const texts = [...svg.querySelectorAll("text")]
     .flatMap(t => t.querySelector("tspan") ? [...t.querySelectorAll("tspan")] : [t])
     .filter(t => t.textContent.trim()).map(t => [t.textContent, box(t)]);
+  // a shape's box reaches past its geometry by half its stroke, and a text keeps CLEAR pixels from it
   const things = [...svg.querySelectorAll("rect.segment, rect.highlight, rect.failing, rect.swatch, g.reference line")]
-    .map(e => [e.tagName + "." + (e.getAttribute("class") || "line"), box(e)]);
+    .map(e => [e.tagName + "." + (e.getAttribute("class") || "line"),
+               grown(box(e), parseFloat(e.getAttribute("stroke-width") || 0) / 2 + CLEAR)]);
   texts.forEach(([text, r], i) => {
     if (r.left < frame.left - 0.5 || r.right > frame.right + 0.5 || r.top < frame.top - 0.5 ||
         r.bottom > frame.bottom + 0.5)
@@ -104,7 +122,9 @@ document.querySelectorAll("svg").forEach((svg, index) => {
     texts.slice(i + 1).forEach(([other, s]) => {
       if (meets(r, s)) found.push(`${index}: '${text}' meets '${other}'`);
     });
-    things.forEach(([what, s]) => { if (meets(r, s)) found.push(`${index}: '${text}' meets a ${what}`); });
+    things.forEach(([what, s]) => {
+      if (meets(r, s, 0)) found.push(`${index}: '${text}' is within ${CLEAR}px of a ${what}`);
+    });
   });
 });
 document.getElementById("found").textContent = JSON.stringify(found);

@@ -41,6 +41,9 @@ LINE_STYLES = {CAPACITY: ("#16324f", ""), LIMIT: ("#c8473d", "6 4"), DEADLINE: (
                FLOOR: ("#c8473d", "6 4")}
 HIGHLIGHT = "#16324f"
 FAILING_OUTLINE = ("#c8473d", "4 2")
+# how far outside the bar an outline is drawn and how wide its stroke: the recommended plan's, a failing build's
+HIGHLIGHT_AT, HIGHLIGHT_STROKE, FAILING_AT, FAILING_STROKE = 1.5, 2.0, 3.5, 1.5
+LINE_STROKE, GAP = 2.0, 5  # a reference line's stroke; the room kept between a shape and the text beside it
 
 X0, PLOT_WIDTH, TEXT_ROOM = 310, 340, 280  # label column, plot, room for the value text after a bar
 WIDTH = X0 + PLOT_WIDTH + TEXT_ROOM  # fixed: the report's column holds it unscaled, and every plot starts at X0
@@ -73,9 +76,18 @@ def _tspans(lines: list[str], x: float, first_y: float) -> str:
                    for i, line in enumerate(lines))
 
 
+def _outlined(bar) -> bool:
+    """A build that does not work: drawn in its kind's colour inside a dashed red outline."""
+    return bar.status == FAILS and any(segment.role in KIND_COLOURS for segment in bar.segments)
+
+
 def _value_x(chart: Chart, bar) -> float:
-    """Where a bar's value is written: past the bar and past every reference line, so no line crosses it."""
-    return max([_x(bar.total, chart)] + [_x(line.value, chart) for line in chart.lines]) + 6
+    """Where a bar's value is written: GAP past the bar's outer edge (its outlines' strokes included) and past
+    every reference line's stroke, so no line crosses it and no outline touches it."""
+    reach = max([0.0] + [FAILING_AT + FAILING_STROKE / 2] * _outlined(bar)
+                + [HIGHLIGHT_AT + HIGHLIGHT_STROKE / 2] * bar.highlighted)
+    return max([_x(bar.total, chart) + reach]
+               + [_x(line.value, chart) + LINE_STROKE / 2 for line in chart.lines]) + GAP
 
 
 def _rows(chart: Chart) -> list[tuple[list[str], list[str], float]]:
@@ -140,16 +152,22 @@ def _axis(chart: Chart, top: float, bottom: float) -> list[str]:
         ticks.append(tick)
         tick = round(tick + step, 12)
     room = PLOT_WIDTH * step / chart.axis_max  # between two ticks: every other label when theirs would touch
-    every = 2 if max(text_width(f"{t:g}") for t in ticks) + 6 > room else 1
+    every = 2 if max(text_width(_tick(t)) for t in ticks) + 6 > room else 1
     for index, tick in enumerate(ticks):
         x = _x(tick, chart)
         out.append(f'<line x1="{x:.2f}" y1="{top}" x2="{x:.2f}" y2="{bottom}" stroke="#e6eaf0"/>')
         if index % every == 0:
-            out.append(f'<text x="{x:.2f}" y="{bottom + 15}" text-anchor="middle" fill="#5b6677">{tick:g}</text>')
+            out.append(f'<text class="tick" x="{x:.2f}" y="{bottom + 15}" text-anchor="middle" fill="#5b6677">'
+                       f'{_tick(tick)}</text>')
     out.append(f'<line x1="{X0}" y1="{bottom}" x2="{X0 + PLOT_WIDTH}" y2="{bottom}" stroke="#5b6677"/>'
                f'<text class="unit" x="{X0 + PLOT_WIDTH / 2:.2f}" y="{bottom + AXIS_H + 12}" text-anchor="middle" '
                f'fill="#5b6677">{_e(chart.unit)}</text>')
     return out
+
+
+def _tick(value: float) -> str:
+    """A tick's label as the bars' values write numbers: '20,000', '1,000,000', '0.2' ('1e+06' it was)."""
+    return f"{value:,.0f}" if value == int(value) and abs(value) < 1e15 else f"{value:g}"
 
 
 def _bar(chart: Chart, bar, y: float, row) -> list[str]:
@@ -170,13 +188,15 @@ def _bar(chart: Chart, bar, y: float, row) -> list[str]:
                    '</title></rect>')
         start += segment.value
     end = _x(bar.total, chart)
-    if bar.status == FAILS and any(segment.role in KIND_COLOURS for segment in bar.segments):
-        out.append(f'<rect class="failing" x="{X0 - 3.5}" y="{bar_y - 3.5}" width="{end - X0 + 7:.3f}" '
-                   f'height="{BAR_H + 7}" fill="none" stroke="{FAILING_OUTLINE[0]}" stroke-width="1.5" '
-                   f'stroke-dasharray="{FAILING_OUTLINE[1]}"/>')  # outside the bar: its colour stays whole
+    if _outlined(bar):  # outside the bar: its colour stays whole
+        out.append(f'<rect class="failing" x="{X0 - FAILING_AT}" y="{bar_y - FAILING_AT}" '
+                   f'width="{end - X0 + 2 * FAILING_AT:.3f}" height="{BAR_H + 2 * FAILING_AT}" fill="none" '
+                   f'stroke="{FAILING_OUTLINE[0]}" stroke-width="{FAILING_STROKE}" '
+                   f'stroke-dasharray="{FAILING_OUTLINE[1]}"/>')
     if bar.highlighted:
-        out.append(f'<rect class="highlight" x="{X0 - 1.5}" y="{bar_y - 1.5}" width="{end - X0 + 3:.3f}" '
-                   f'height="{BAR_H + 3}" fill="none" stroke="{HIGHLIGHT}" stroke-width="2"/>')
+        out.append(f'<rect class="highlight" x="{X0 - HIGHLIGHT_AT}" y="{bar_y - HIGHLIGHT_AT}" '
+                   f'width="{end - X0 + 2 * HIGHLIGHT_AT:.3f}" height="{BAR_H + 2 * HIGHLIGHT_AT}" fill="none" '
+                   f'stroke="{HIGHLIGHT}" stroke-width="{HIGHLIGHT_STROKE}"/>')
     text_x = _value_x(chart, bar)
     out.append(f'<text class="value" fill="#1d2433"{weight}>'
                f'{_tspans(value, text_x, mid + 4 - TEXT_H * (len(value) - 1) / 2)}</text></g>')
@@ -195,7 +215,8 @@ def _lines(chart: Chart, labels, bottom: float) -> list[str]:
                         for i, text in enumerate(lines))
         out.append(f'<g class="reference" data-role="{_e(line.role)}" data-value="{line.value:.6g}">'
                    f'<line x1="{x:.3f}" y1="{label_y + LINE_ROW * (len(lines) - 1) + 3}" x2="{x:.3f}" y2="{bottom}" '
-                   f'stroke="{colour}" stroke-width="2"{dashes}/><text text-anchor="{anchor}" fill="{colour}">'
+                   f'stroke="{colour}" stroke-width="{LINE_STROKE}"{dashes}/>'
+                   f'<text text-anchor="{anchor}" fill="{colour}">'
                    f"{spans}</text></g>")
     return out
 
