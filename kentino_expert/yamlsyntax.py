@@ -1,5 +1,6 @@
 """PyYAML's syntax errors in words a rule author acts on: a tab, an unclosed quote, a list item among keys (or a
-key among items), or the line whose indentation slipped.
+key among items), a ': ' inside a value, an unclosed bracket, or the line whose indentation slipped; and a list
+item that runs on into the item above it (valid YAML: one text over two lines).
 
 PyYAML reports where parsing failed ("did not find expected key", "found character that cannot start
 any token"), which is often a line after the mistake and never says why. These slips are the usual causes;
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 # PyYAML problems that a misplaced line causes (libyaml's and the pure-Python parser's wordings)
 _STRUCTURAL = ("did not find expected", "mapping values are not allowed", "expected <block end>",
-               "could not find expected ':'", "cannot start any token",
+               "could not find expected ':'", "cannot start any token", "expected ',' or",
                "block sequence entries are not allowed", "expected a single document", "tab character")
 _KEY = re.compile(r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"\[\]{},&*!|>%@`-][^#]*?|-[^\s#][^#]*?)\s*:(?:\s+|$)""")
 _BLOCK_SCALAR = re.compile(r"[|>][-+0-9]*\s*$")
@@ -209,6 +210,23 @@ def _runaway_quote(lines: list[str], line: int, column: int) -> tuple[str, int, 
     return None
 
 
+def _quote_ends_early(lines: list[str], line: int, column: int) -> tuple[str, int, int] | None:
+    """A quote inside a quoted value (`'one node's'`): it closes the value, and the text after it fails."""
+    raw = lines[line - 1] if 0 < line <= len(lines) else ""
+    indent = len(raw) - len(raw.lstrip(" "))
+    start = indent + _value_start(raw[indent:])
+    quote = raw[start:start + 1]
+    if quote not in ("'", '"'):
+        return None
+    end = _closes(raw[start + 1:], quote) + start + 1
+    if end <= start or column <= end or not raw[end + 1:].strip():
+        return None
+    inside = "write it twice ('')" if quote == "'" else 'write it \\"'
+    return (f"a quote inside a quoted value: line {line}'s value opens with {quote}, and the {quote} after "
+            f"'{raw[start + 1:end]}' closes it, so the text after it cannot follow; inside {quote}...{quote} {inside}, "
+            f"or quote the value with {'double' if quote == chr(39) else 'single'} quotes", line, end + 1)
+
+
 def _key_above(lines: list[str], line: int, column: int) -> tuple[int, str, str] | None:
     """(line, key, value) of the nearest key above `line` whose key starts at `column` (0-based)."""
     for number in range(line - 1, 0, -1):
@@ -249,6 +267,63 @@ def _mixed_block(exc, lines: list[str]) -> tuple[str, int, int] | None:
     return None
 
 
+def _colon_in_value(lines: list[str], line: int, column: int) -> tuple[str, int, int] | None:
+    """A ': ' inside a plain value (`description: one node: eight GPUs`): YAML reads it as another key."""
+    raw = _uncommented(lines[line - 1]) if 0 < line <= len(lines) else ""
+    indent = len(raw) - len(raw.lstrip(" "))
+    start = indent + _value_start(raw[indent:])
+    value = raw[start:]
+    if start == indent or column <= start or value[:1] in ("'", '"', "[", "{") or raw[column:column + 1] != ":":
+        return None  # not after the line's own key: a key that slipped, said as an indentation
+    return (f"a ': ' inside a value: line {line}'s value '{value}' holds ': ', which YAML reads as the start of "
+            "another key; put the whole value in quotes (\"...\"), or leave no space after that ':'", line,
+            column + 1)
+
+
+def _brackets(text: str) -> tuple[list[tuple[int, str]], tuple[int, str, str] | None]:
+    """The `[`/`{` a line leaves open (offset, bracket), and its first closer that does not match: (offset,
+    closer, the bracket it met or '') (quoted text aside)."""
+    stack, quote = [], None
+    for index, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"" and (index == 0 or text[index - 1] in " [{,:"):
+            quote = char
+        elif char in "[{":
+            stack.append((index, char))
+        elif char in "]}":
+            if not stack or stack[-1][1] != {"]": "[", "}": "{"}[char]:
+                return stack, (index, char, stack[-1][1] if stack else "")
+            stack.pop()
+    return stack, None
+
+
+def _bracket_slip(exc, lines: list[str], line: int) -> tuple[str, int, int] | None:
+    """A bracket a line closes with the other kind (`[a, b}`), one it closes twice (`{a: 1}}`), or one it leaves
+    open when the next line is no part of it. PyYAML fails at the closer or at the next line."""
+    here = _uncommented(lines[line - 1]) if 0 < line <= len(lines) else ""
+    indent = len(here) - len(here.lstrip(" "))
+    _, wrong = _brackets(here) if here[indent + _value_start(here[indent:]):][:1] in ("[", "{") else ([], None)
+    if wrong:
+        offset, closer, met = wrong
+        what = (f"a {met} closed by {closer}: the {met} opens a {'list' if met == '[' else 'mapping'}, which only "
+                f"{']' if met == '[' else '}'} closes" if met else
+                f"a {closer} that closes nothing: line {line} has a {closer} more than it opens")
+        return f"{what}; fix the brackets of line {line}", line, offset + 1
+    opened = exc.context_mark
+    if opened is None or "flow" not in (exc.context or "") or opened.line + 1 >= line or opened.line >= len(lines):
+        return None
+    left, _ = _brackets(_uncommented(lines[opened.line]))
+    indent = len(lines[opened.line]) - len(lines[opened.line].lstrip(" "))
+    if not left or len(here) - len(here.lstrip(" ")) > indent:
+        return None  # a deeper line may continue the collection: the slip is elsewhere
+    offset, bracket = left[0]
+    closer = "]" if bracket == "[" else "}"
+    return (f"an unclosed {bracket}: the {bracket} on line {opened.line + 1} opens a "
+            f"{'list' if bracket == '[' else 'mapping'} that no {closer} closes on its line; add the {closer} at "
+            f"the end of line {opened.line + 1}", opened.line + 1, offset + 1)
+
+
 def described(exc, text: str, plain: str) -> tuple[str, int, int]:
     """(message, line, column) of a PyYAML syntax error in words when the text shows a tab, an unclosed quote,
     a list item among keys (or a key among items) or an indentation slip at or before the failing line, else
@@ -269,9 +344,13 @@ def described(exc, text: str, plain: str) -> tuple[str, int, int]:
     tab = _tab(lines, line, mark.column)
     if tab:
         return "a tab character: YAML indents with spaces (replace the tab with spaces)", *tab
-    found = _runaway_quote(lines, line, mark.column) or _mixed_block(exc, lines)
+    found = (_runaway_quote(lines, line, mark.column) or _quote_ends_early(lines, line, mark.column)
+             or _mixed_block(exc, lines) or _bracket_slip(exc, lines, line))
     if found:
         return found
+    colon = _colon_in_value(lines, line, mark.column) if "mapping values are not allowed" in problem else None
+    if colon:
+        return colon
     earlier = [slip for slip in slips(text) if slip.line <= line]
     if earlier:
         slip = earlier[-1]

@@ -99,6 +99,11 @@ def _slipped(lines: list[str]):
         end = line.rstrip()
         if end.endswith(('"', "'")) and line.count(end[-1]) >= 2:
             yield "\n".join(lines[:index] + [end[:-1]] + lines[index + 1:])
+        if end.endswith(("]", "}")):  # a bracket left open
+            yield "\n".join(lines[:index] + [end[:-1]] + lines[index + 1:])
+        plain = re.match(r"^( *(?:- )?[a-z_]+: )([A-Za-z][^:#'\"]* [^:#'\"]*)$", end)
+        if plain:  # a ': ' inside a plain value
+            yield "\n".join(lines[:index] + [plain.group(1) + plain.group(2).replace(" ", ": ", 1)] + lines[index + 1:])
 
 
 class TestSyntaxInWords:
@@ -130,7 +135,20 @@ class TestSyntaxInWords:
         ("a: 1\nb: 'x\n", (2, 4), "an unclosed quote: the value on line 2 opens with ' and the file ends"),
         ('a:\n  b: "x\n  c: "y"\n  d: 2\n', (2, 6), 'an unclosed quote: the value on line 2 opens with " and does '
          'not close it on its line, so the text runs on to the next ", on line 3; close the quote on line 2'),
-        ("- id: x\n  because: 'it''s\n  when: 'y'\n", (2, 12), "an unclosed quote: the value on line 2 opens with '")])
+        ("- id: x\n  because: 'it''s\n  when: 'y'\n", (2, 12), "an unclosed quote: the value on line 2 opens with '"),
+        ("when:\n  - a > 1\n   - b > 2\n", (3, 4), "a list item that runs on: line 3 starts with '- ' indented deeper "
+         "than the text on line 2 (column 5), so YAML reads it as the rest of that text ('a > 1 - b > 2')"),
+        ("when:\n - a > 1\n  - b > 2\n", (3, 3), "a list item that runs on: line 3"),
+        ("a: [1, 2\nb: 3\n", (1, 4), "an unclosed [: the [ on line 1 opens a list that no ] closes on its line"),
+        ("- id: x\n  then: {a: 1\n  because: y\n", (2, 9), "an unclosed {: the { on line 2 opens a mapping"),
+        ("a: [1, 2}\n", (1, 9), "a [ closed by }: the [ opens a list, which only ] closes"),
+        ("a: {b: 1}}\n", (1, 10), "a } that closes nothing: line 1 has a } more than it opens"),
+        ("a:\n  description: one node: eight GPUs\n", (2, 24), "a ': ' inside a value: line 2's value 'one node: "
+         "eight GPUs' holds ': ', which YAML reads as the start of another key; put the whole value in quotes"),
+        ("a: 'it's'\n", (1, 7), "a quote inside a quoted value: line 1's value opens with ', and the ' after 'it' "
+         "closes it, so the text after it cannot follow; inside '...' write it twice ('')"),
+        ('a: "say "hi" now"\n', (1, 9), 'a quote inside a quoted value: line 1\'s value opens with ", and the " after '
+         "'say ' closes it")])
     def test_the_common_slips_are_said_in_words(self, loader, text, where, words):
         """Issue 30: a list item under a key, a key among items and an unclosed quote got PyYAML's own words ("did
         not find expected key", "found unexpected end of stream"), a line after the mistake."""
@@ -141,8 +159,9 @@ class TestSyntaxInWords:
 
     def test_the_slips_of_the_bundled_files_are_all_said_in_words(self):
         """Lines of the bundled rule files (every fourth) indented one space more or less, a `- x` item added under
-        their keys, and the quote that closes their values removed: each is valid YAML or an error in words, never
-        PyYAML's (the loader in use: the pure-Python one takes a minute, and the cases above hold both to it)."""
+        their keys, the quote or bracket that closes their values removed, a ': ' put into a plain value: each is
+        valid YAML or an error in words, never PyYAML's (the loader in use: the pure-Python one takes a minute, and
+        the cases above hold both to it)."""
         raw = ("did not find", "expected", "found", "not allowed")
         for path in sorted(bundled("rules").glob("*.yaml")):
             lines = path.read_text(encoding="utf-8").split("\n")
@@ -153,9 +172,15 @@ class TestSyntaxInWords:
                     assert not any(words in exc.message for words in raw), (path.name, exc.message)
 
     def test_other_syntax_errors_keep_pyyaml_words(self, loader):
-        """An unclosed bracket is not blamed on indentation."""
-        with pytest.raises(YamlSourceError, match="while parsing a flow sequence"):
-            load_yaml("a: [1, 2\nb: 3\n", "f.yaml")
+        """An error that is none of the slips keeps PyYAML's words; a list that goes on over lines deeper than its
+        key is no unclosed bracket."""
+        with pytest.raises(YamlSourceError, match="found undefined alias"):
+            load_yaml("a: &x 1\nb: *y\n", "f.yaml")
+        with pytest.raises(YamlSourceError) as caught:
+            load_yaml("a: [1,\n    2\n  b: 3]\n", "f.yaml")
+        assert "unclosed" not in caught.value.message, caught.value.message
+        assert load_yaml("a: [1,\n    2]\nb: 'it''s'\nc: one:two\nd: \"x: y\"\n") == {
+            "a": [1, 2], "b": "it's", "c": "one:two", "d": "x: y"}
 
     def test_valid_files_have_no_slips(self):
         """Block scalars, multi-line flow collections and lists of mappings are not mistaken for slips."""

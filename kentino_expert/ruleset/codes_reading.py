@@ -21,8 +21,11 @@ FILES = (
          "The file could not be read, so nothing in it could be checked. Most often the YAML is broken: a "
          "tab in the indentation (YAML indents with spaces only), a line indented one space more or "
          "less than the lines it belongs with, a list item (`- `) among the keys of a mapping or a key among "
-         "list items, or a quote left open. The message says which, at the line to fix, and names the lines "
-         "it is measured against. The same code is given for a file that is not UTF-8, a merge key (`<<`), "
+         "list items, a list item indented deeper than the one above it (YAML reads it as the rest of that "
+         "item's text), a quote left open or closed early by a quote inside it, a bracket left open or closed "
+         "by the other kind, or a `: ` inside an unquoted value. The message says which, at the line to fix, "
+         "and names the lines it is measured against. The same code is given for a file that is not UTF-8, a "
+         "merge key (`<<`), "
          "a duplicate key, a document past the size limits, a missing `parameters.yaml` or `facts.yaml`, "
          "a rule directory that does not exist, and a knowledge file that cannot be loaded.",
          _RULE + "     when: params_b >= cliff_params_b\n    then:\n      conclude: {big_model: true}\n" + _BECAUSE,
