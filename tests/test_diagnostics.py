@@ -256,3 +256,26 @@ class TestPathsOpenFromHere:
         result = CliRunner().invoke(main, ["rules", "list", "--rules", str(project / "rules")])
         assert result.exit_code == 2
         assert result.output.startswith(f"error: {project / 'rules' / 'fit.yaml'}:21:5: E002: "), result.output
+
+    def test_rule_places_in_listings_and_test_failures_open_from_here(self, tmp_path, monkeypatch):
+        """`rules list` named each rule at `rules/fit.yaml:5:5` and a failing scenario's deciding rule at
+        `rules/flow.yaml:N` (from the rule directory's parent) wherever the command ran; now as diagnostics are."""
+        import json
+        rules = Path(shutil.copytree(bundled("rules"), tmp_path / "project" / "rules"))
+        (tmp_path / "elsewhere").mkdir()
+        scenario = tmp_path / "elsewhere" / "wrong.yaml"
+        scenario.write_text("- name: 70B chat on one node, expected on two\n  facts: {task: inference, model: "
+                            "llama-3.1-70b, concurrency: 48, latency: production, tenancy: single}\n"
+                            "  expect: {nodes: 2}\n", encoding="utf-8")
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        listed = CliRunner().invoke(main, ["rules", "list", "--rules", str(rules)])
+        assert listed.exit_code == 0, listed.output
+        places = [line.split()[-1] for line in listed.output.splitlines()[1:]]
+        assert places and all(place.startswith(f"{rules}/") for place in places), places[:3]
+        assert all(Path(place.rsplit(":", 2)[0]).is_file() for place in places)
+        tested = CliRunner().invoke(main, ["test", "wrong.yaml", "--rules", str(rules), "--format", "json"])
+        assert tested.exit_code == 1, tested.output
+        decided = json.loads(tested.output)["failures"][0]["decided_by"]
+        assert decided and all(f"({rules}/" in item for item in decided), decided
+        text = CliRunner().invoke(main, ["test", "wrong.yaml", "--rules", str(rules), "--no-coverage"]).output
+        assert f"(decided by {decided[0].split(' (')[0]} ({rules}/" in text, text

@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -31,6 +32,7 @@ from .common import (
     open_decision_log,
     progress,
     rules_option,
+    shown_path,
     sources,
     sources_line,
 )
@@ -80,7 +82,8 @@ def rules_list(rules_dir, knowledge_dir):
     expert = make_expert(rules_dir, knowledge_dir)
     announce(expert)
     for rule in expert.ruleset.rules:
-        click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {rule.location}")
+        where = replace(rule.location, file=shown_path(rule.location.file, expert.rules_dir))
+        click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {where}")
 
 
 @click.command("test")
@@ -94,7 +97,8 @@ def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_covera
     """Run scenario files (default: tests/scenarios) like `opa test`; exit 1 on any failure."""
     expert = make_expert(rules_dir, knowledge_dir)
     scenarios = load_scenarios(paths or ["tests/scenarios"], expert.ruleset)
-    outcomes, coverage = run_all(expert, scenarios, progress(len(scenarios) >= 1000 and fmt == "text"))
+    outcomes, coverage = run_all(expert, scenarios, progress(len(scenarios) >= 1000 and fmt == "text"),
+                                 lambda file: shown_path(file, expert.rules_dir))  # a decider's file opens from here
     failed = [o for o in outcomes if not o.passed]
     below = min_coverage is not None and coverage.percent < min_coverage
     if fmt == "json":
