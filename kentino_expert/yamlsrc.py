@@ -93,8 +93,8 @@ def _loc(filename: str, mark) -> Location:
 
 
 class _Builder:
-    def __init__(self, filename: str):
-        self.filename = filename
+    def __init__(self, filename: str, text: str = ""):
+        self.filename, self.lines = filename, text.split("\n")
         self.count = 0
         self._scalar = yaml.SafeLoader("")  # only for scalar resolution and construction
 
@@ -111,7 +111,24 @@ class _Builder:
             out.location = _loc(self.filename, node.start_mark)
             out.quoted = {index for index, item in enumerate(node.value) if _is_quoted(item)}
             return out
+        self._run_on(node)
         return self._scalar_value(node)
+
+    def _run_on(self, node) -> None:
+        """A plain text continued by a line starting with '- ': a list item indented deeper than the item above
+        it, which YAML reads as the rest of that item's text (`exists a - exists b`), not as an item."""
+        if node.style or node.end_mark.line <= node.start_mark.line:
+            return
+        for number in range(node.start_mark.line + 1, min(node.end_mark.line + 1, len(self.lines))):
+            content = self.lines[number].lstrip(" ")
+            if content == "-" or content.startswith("- "):
+                column = len(self.lines[number]) - len(content)
+                raise YamlSourceError(
+                    f"YAML syntax error: a list item that runs on: line {number + 1} starts with '- ' indented "
+                    f"deeper than the text on line {node.start_mark.line + 1} (column {node.start_mark.column + 1}), "
+                    f"so YAML reads it as the rest of that text ('{' '.join(node.value.split())}'), not as an item "
+                    "of its own; the items of one list start in the same column",
+                    Location(self.filename, number + 1, column + 1))
 
     def _scalar_value(self, node):
         """The scalar's Python value; a value its tag cannot take is a located error, not a traceback."""
@@ -236,7 +253,7 @@ def load_yaml(text: str, filename: str = "<input>"):
     if node is None:
         return None
     try:
-        return _Builder(filename).build(node)
+        return _Builder(filename, text).build(node)
     except yaml.constructor.ConstructorError as exc:
         raise _located(exc, "YAML error", filename) from None
 

@@ -64,6 +64,11 @@ class Drawn:
         return found[0]
 
 
+def _words(text) -> str:
+    """A <text>'s words, its lines (tspans) joined: a label wrapped onto lines reads as one."""
+    return " ".join(part.strip() for part in text.itertext() if part.strip())
+
+
 def drawn(svg: str) -> Drawn:
     """The chart's bars and lines as the geometry draws them: widths and positions turned back into values."""
     root = ET.fromstring(svg)
@@ -75,8 +80,8 @@ def drawn(svg: str) -> Drawn:
             segments = [(rect.get("data-role"), rect.get("data-label"), float(rect.get("width")) * scale,
                          (float(rect.get("x")) - x0) * scale)
                         for rect in group.iter(f"{SVG}rect") if rect.get("class") == "segment"]
-            value = next(text.text for text in group.iter(f"{SVG}text") if text.get("class") == "value")
-            label = next(group.iter(f"{SVG}text")).text
+            value = next(_words(text) for text in group.iter(f"{SVG}text") if text.get("class") == "value")
+            label = _words(next(group.iter(f"{SVG}text")))
             bars.append(DrawnBar(group.get("data-label"), group.get("data-status"),
                                  group.get("data-highlighted") == "true", segments, value or label))
         elif group.get("class") == "reference":

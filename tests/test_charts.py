@@ -81,7 +81,7 @@ TRAINING_PARTS = {"plan_gpu_states_gb": "optimizer", "plan_gpu_gathered_gb": "st
 
 def assert_builds_are_the_alternatives(expert, answer) -> None:
     """The builds chart: the recommended build first and highlighted, then every alternative in its order, each
-    as nodes x GPUs per node, green where the search found it works and red where it does not."""
+    as nodes x GPUs per node, marked works where the search found it works and fails where it does not."""
     picture = drawn(to_svg(charts(expert, answer)["builds"]))
     rec = answer["recommendation"]
     builds = [rec] + answer["alternatives"]

@@ -28,7 +28,7 @@ from charts_support import (
 )
 from headless import CHROMIUM, SKIP_REASON, chromium, png_rows
 from kentino_expert.answer.charts import charts_of, context_of
-from kentino_expert.answer.charts.svg import NEUTRAL, ROW_H, SEGMENT_COLOURS, STATUS_COLOURS
+from kentino_expert.answer.charts.svg import fill_of
 from kentino_expert.answer.explain import chart_files, explain_html, explain_markdown
 from kentino_expert.decisions.connect import open_log
 
@@ -170,16 +170,18 @@ class Screen:
         return self._runs[key]
 
 
-def _segments(page: str, key: str) -> list[list[tuple[str, float, float]]]:
-    """Per bar of the chart `key`: (colour, left edge from the plot's start, width) of each segment, in pixels."""
+def _segments(page: str, key: str) -> list[tuple[float, list[tuple[str, float, float]]]]:
+    """Per bar of the chart `key`: its row's middle from the first's, and (colour, left edge from the plot's start,
+    width) of each segment, in pixels."""
     body = page[page.index(f'data-chart="{key}"'):]
     root = ET.fromstring(body[body.index("<svg"):body.index("</svg>") + 6])
     x0 = float(root.get("data-x0"))
-    return [[(SEGMENT_COLOURS.get(rect.get("data-role")) or STATUS_COLOURS.get(group.get("data-status"),
-                                                                              STATUS_COLOURS[NEUTRAL]),
-              float(rect.get("x")) - x0, float(rect.get("width")))
-             for rect in group.iter(f"{SVG}rect") if rect.get("class") == "segment"]
-            for group in root.iter(f"{SVG}g") if group.get("class") == "bar"]
+    groups = [group for group in root.iter(f"{SVG}g") if group.get("class") == "bar"]
+    middles = [float(group.get("data-y")) + float(group.get("data-height")) / 2 for group in groups]
+    return [(middle - middles[0],
+             [(fill_of(rect.get("data-role"), group.get("data-status")), float(rect.get("x")) - x0,
+               float(rect.get("width"))) for rect in group.iter(f"{SVG}rect") if rect.get("class") == "segment"])
+            for group, middle in zip(groups, middles, strict=True)]
 
 
 def _found(screen: Screen, colour: str, y: int, x: float, width: float) -> bool:
@@ -190,18 +192,18 @@ def _found(screen: Screen, colour: str, y: int, x: float, width: float) -> bool:
 
 def _chart_on_screen(screen: Screen, bars) -> tuple[int, int]:
     """(y, x) of the chart's plot in the screenshot: where every bar's every segment (wide enough to see) is
-    drawn in its colour at its offset and width, one bar every ROW_H pixels."""
-    visible = [(index, segment) for index, bar in enumerate(bars) for segment in bar if segment[2] >= NARROWEST]
+    drawn in its colour at its offset and width, each bar in its row (rows grow to hold a wrapped label)."""
+    visible = [(round(dy), segment) for dy, bar in bars for segment in bar if segment[2] >= NARROWEST]
     assert visible, "nothing wide enough to see"
-    (first_index, (colour, offset, width)), rest = visible[0], visible[1:]
+    (first_dy, (colour, offset, width)), rest = visible[0], visible[1:]
     for y in range(len(screen.rows)):
         for start, length in screen.runs(colour, y):
             if abs(length - width) > 3:
                 continue
-            top, x0 = y - ROW_H * first_index, start - offset
-            if all(_found(screen, c, top + ROW_H * i, x0 + o, w) for i, (c, o, w) in rest):
+            top, x0 = y - first_dy, start - offset
+            if all(_found(screen, c, top + dy, x0 + o, w) for dy, (c, o, w) in rest):
                 return top, x0
-    raise AssertionError(f"the bars {[[(c, round(w)) for c, _, w in bar] for bar in bars]} are not on screen")
+    raise AssertionError(f"the bars {[[(c, round(w)) for c, _, w in bar] for _, bar in bars]} are not on screen")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)

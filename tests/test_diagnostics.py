@@ -205,3 +205,77 @@ class TestRootCauseFirst:
         """`heuristics: 405` is E014 alone, not also "must cite at least one heuristic"."""
         _edit(rules_copy / "fit.yaml", "heuristics: [H-FIT-CAPACITY]", "heuristics: 405")
         assert [d.code for d in check_directory(rules_copy).diagnostics] == ["E014"]
+
+
+@pytest.mark.parametrize("name, kind", [("gpus_per_node", "fact"), ("concurrency", "fact"),
+                                        ("node_vram_gb", "figure")])
+def test_a_parameter_named_like_a_fact_is_a_warning_at_it(rules_copy, name, kind):
+    """Issue 30: a parameter named like a fact passed without a word; the rules read it in place of the fact
+    while the sizing and the answer read the fact. W309 at its name in parameters.yaml."""
+    path = rules_copy / "parameters.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + f"  {name}:\n    value: 4\n    unit: GPUs\n", encoding="utf-8")
+    line = text.count("\n") + 1
+    found = [str(d) for d in check_directory(rules_copy).diagnostics]
+    assert found == [f"rules/parameters.yaml:{line}:3: W309: parameter '{name}' has the name of a {kind}: the rules "
+                     f"that name '{name}' read this parameter's 4, the sizing and the answer read the {kind}'s value; "
+                     "give the parameter a name of its own"], found
+
+
+class TestPathsOpenFromHere:
+    """Issue 30: diagnostics named files relative to the rule directory's parent (`pm-rules/x.yaml`), which an
+    editor cannot open from the working directory; now as ruff prints them: relative to it when the file is
+    under it, else absolute."""
+
+    @pytest.fixture
+    def project(self, tmp_path, rules_copy) -> Path:
+        _edit(rules_copy / "fit.yaml", "    priority: 110\n", "    priority: 110\n    colour: red\n")
+        (tmp_path / "elsewhere").mkdir()
+        return tmp_path
+
+    @pytest.mark.parametrize("cwd, shown", [("elsewhere", "{rules}/fit.yaml"), (".", "rules/fit.yaml"),
+                                            ("rules", "fit.yaml")])
+    def test_rules_check_prints_a_path_that_opens_from_here(self, project, monkeypatch, cwd, shown):
+        monkeypatch.chdir(project / cwd)
+        rules = project / "rules"
+        for fmt in ("text", "json"):
+            result = CliRunner().invoke(main, ["rules", "check", "--rules", str(rules), "--format", fmt])
+            assert result.exit_code == 2, result.output
+            expected = shown.format(rules=rules)
+            if fmt == "text":
+                assert result.output.startswith(f"{expected}:21:5: E002: unknown key 'colour'"), result.output
+            else:
+                import json
+                found = json.loads(result.output[result.output.index("["):])
+                assert [d["file"] for d in found] == [expected]
+            assert (project / cwd / expected).is_file()
+
+    def test_another_command_prints_them_so_too(self, project, monkeypatch):
+        """A command that loads a rule set with errors (here `rules list`) names the file the same way."""
+        monkeypatch.chdir(project / "elsewhere")
+        result = CliRunner().invoke(main, ["rules", "list", "--rules", str(project / "rules")])
+        assert result.exit_code == 2
+        assert result.output.startswith(f"error: {project / 'rules' / 'fit.yaml'}:21:5: E002: "), result.output
+
+    def test_rule_places_in_listings_and_test_failures_open_from_here(self, tmp_path, monkeypatch):
+        """`rules list` named each rule at `rules/fit.yaml:5:5` and a failing scenario's deciding rule at
+        `rules/flow.yaml:N` (from the rule directory's parent) wherever the command ran; now as diagnostics are."""
+        import json
+        rules = Path(shutil.copytree(bundled("rules"), tmp_path / "project" / "rules"))
+        (tmp_path / "elsewhere").mkdir()
+        scenario = tmp_path / "elsewhere" / "wrong.yaml"
+        scenario.write_text("- name: 70B chat on one node, expected on two\n  facts: {task: inference, model: "
+                            "llama-3.1-70b, concurrency: 48, latency: production, tenancy: single}\n"
+                            "  expect: {nodes: 2}\n", encoding="utf-8")
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        listed = CliRunner().invoke(main, ["rules", "list", "--rules", str(rules)])
+        assert listed.exit_code == 0, listed.output
+        places = [line.split()[-1] for line in listed.output.splitlines()[1:]]
+        assert places and all(place.startswith(f"{rules}/") for place in places), places[:3]
+        assert all(Path(place.rsplit(":", 2)[0]).is_file() for place in places)
+        tested = CliRunner().invoke(main, ["test", "wrong.yaml", "--rules", str(rules), "--format", "json"])
+        assert tested.exit_code == 1, tested.output
+        decided = json.loads(tested.output)["failures"][0]["decided_by"]
+        assert decided and all(f"({rules}/" in item for item in decided), decided
+        text = CliRunner().invoke(main, ["test", "wrong.yaml", "--rules", str(rules), "--no-coverage"]).output
+        assert f"(decided by {decided[0].split(' (')[0]} ({rules}/" in text, text

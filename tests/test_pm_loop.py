@@ -401,14 +401,41 @@ class TestDiff:
         _edit(rules_copy / "must-scale.yaml", "interconnect: \"'none'\"", "interconnect: \"'ethernet'\"")
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS / "reference.yaml")
         assert result.exit_code == 1, result.output
-        assert "(rules: -; also: interconnect)" in result.output
+        assert "(rules: -; also: interconnect (none) -> ethernet)" in result.output
         assert "only in the rest of the answer)" in result.output
+
+    def test_every_changed_field_shows_its_old_and_new_value(self, rules_copy):
+        """Issue 30: the diff said `also: tp, dp` without the values. A single-node FP8 plan made one TP group of
+        the whole node: each changed field, old and new, in the text and in JSON."""
+        _edit(rules_copy / "flow.yaml", "tp: tp_fp8, dp: gpus_per_node / tp_fp8}", "tp: gpus_per_node, dp: 1}")
+        scenario = "inference llama-3.1-70b rtx-pro-6000 64"
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy)
+        line = next(line for line in result.output.splitlines() if line.startswith(f"{scenario}:"))
+        assert '(rules: -; also: tp 2 -> 8, dp 4 -> 1, summary "… KV: one node, done (TP=2 per replica, 65% of ' \
+               'eac…" -> "… KV: one node, done (TP=8 per replica, 65% of eac…")' in line, line
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
+        row = next(row for row in json.loads(result.output)["changed"] if row["scenario"] == scenario)
+        assert row["also_changed"] == ["tp", "dp", "summary"]
+        assert {name: row["changed_values"][name] for name in ("tp", "dp")} == {"tp": {"old": 2, "new": 8},
+                                                                              "dp": {"old": 4, "new": 1}}
+        summary = row["changed_values"]["summary"]
+        assert "(TP=2 per replica" in summary["old"] and "(TP=8 per replica" in summary["new"]
+
+    def test_a_changed_sentence_shows_the_part_that_moved(self, rules_copy):
+        """A warning's message, old and new, by the words that changed (a whole sentence would fill the line)."""
+        _edit(rules_copy / "parameters.yaml", "ops_engineering_multiplier_high:\n    value: 5",
+              "ops_engineering_multiplier_high:\n    value: 9")
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, SCENARIOS / "reference.yaml")
+        assert 'also: warning operations-tax message "…e of one node. Budget 4-5x engineering time per a…" -> ' \
+               '"…e of one node. Budget 4-9x engineering time per a…")' in result.output, result.output
 
     def test_a_default_assumption_change_is_reported(self, rules_copy):
         """Rewording why a default is assumed changes the answers that assume it, and the diff lists them."""
         changed = _changed_rows(rules_copy, "facts.yaml", "why: The lower end of the document",
                                 "why: The LOWER end of the document", SCENARIOS)
         assert changed and all(row["also_changed"] == ["assumption concurrency"] for row in changed), changed
+        assert {row["changed_values"]["assumption concurrency"]["new"]["why"][:13] for row in changed} == \
+               {"The LOWER end"}
 
     def test_an_alternatives_figure_change_is_reported(self, rules_copy):
         """Dropping a figure from selection.yaml's `shown` changes the alternatives every answer lists."""

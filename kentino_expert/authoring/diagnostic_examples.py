@@ -72,7 +72,7 @@ def copy_project(project: Path) -> Path:
 def make_example(code: DiagnosticCode, project: Path) -> Path:
     """A copy of the bundled rules/ and knowledge/ under `project` with `code`'s example in it; the rules."""
     rules = copy_project(project)
-    write_into(project, code.file, code.example, code.without, code.replacing)
+    write_into(project, code.file, code.expanded, code.without, code.replacing)
     return rules
 
 

@@ -12,10 +12,12 @@ from ..domain.figures import FIGURE_SPECS, PLAN_FIGURE_SPECS
 from ..domain.state import RECOMMENDATION_TYPES
 from ..domain.vocabulary import TASKS
 from ..errors import KentinoError, Location
+from ..lang import limits
 from ..lang.valuetypes import BOOL
 from ..ruleset.diagnostics import REGISTRY
 from ..ruleset.schemas import facts_schema
 from .calibration_table import calibration_table
+from .catalog_fields import HEADER, SPECS, field_rows
 from .diagnostic_examples import example_diagnostics
 
 # A generated block in a Markdown guide: everything between the two marker lines is rewritten.
@@ -210,6 +212,20 @@ def links_table(ruleset, knowledge) -> str:
     return _table(("link", "name", "scope", "GB/s", "latency (us)", "aliases"), rows)
 
 
+def _fields_of(kind: str):
+    """The table of the fields a `kind` (card, model, link) of knowledge/ needs, generated from its spec."""
+    def table(ruleset=None, knowledge=None) -> str:
+        return _table(HEADER, field_rows(SPECS[kind]))
+    table.__doc__ = f"The fields of a {kind} of knowledge/ (domain/catalog.py), from its pydantic spec."
+    return table
+
+
+def limits_table(ruleset=None, knowledge=None) -> str:
+    """The bounds on what a rule set can make an answer cost (lang/limits.py), with their values."""
+    rows = [(f"`{name}`", _number(getattr(limits, name)), what, beyond) for name, what, beyond in limits.DOCUMENTED]
+    return _table(("bound", "value", "of", "past it"), rows)
+
+
 def diagnostics_table(ruleset=None, knowledge=None) -> str:
     """Every diagnostic code `rules check` gives (diagnostics.REGISTRY), linked to its explanation."""
     rows = [(f"[`{code.id}`](#{code.id.lower()})", code.severity, code.summary) for code in REGISTRY.values()]
@@ -271,6 +287,7 @@ TABLES = {
     "parameters": parameters_table,
     "recommendation-fields": recommendation_fields_table, "facts": facts_table, "questions": questions_table,
     "models": models_table, "gpus": gpus_table, "links": links_table, "diagnostics": diagnostics_table,
+    "limits": limits_table, **{f"{kind}-fields": _fields_of(kind) for kind in SPECS},
     "diagnostics-explained": diagnostics_explained,
     "modules": modules_table, "calibration": calibration_table,
 }

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..domain.vocabulary import INFERENCE_TASKS, TASKS
 from ..errors import InputError, KentinoError, Location
 from .scenarios import Scenario
+from .value_changes import change_text
 
 GRID_MODELS = ("llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3")
 GRID_CARDS = ("rtx-pro-6000", "rtx-5090", "l40", "l4")
@@ -30,15 +31,19 @@ class Change:
     new: tuple | str
     rules_changed: tuple[str, ...]
     also_changed: tuple[str, ...] = ()  # the rest of the plan, the summary and the warnings (see _details)
+    values: tuple[tuple[object, object], ...] = ()  # (old, new) of each of also_changed, in its order
 
     def as_dict(self) -> dict:
         card = _card(self.old) != _card(self.new)  # the card is shown when the build search moved it
         return {"scenario": self.name, "old": _show(self.old, card), "new": _show(self.new, card),
-                "rules_changed": list(self.rules_changed), "also_changed": list(self.also_changed)}
+                "rules_changed": list(self.rules_changed), "also_changed": list(self.also_changed),
+                "changed_values": {name: {"old": old, "new": new}
+                                   for name, (old, new) in zip(self.also_changed, self.values, strict=True)}}
 
     def why(self) -> str:
-        """The rules whose firing changed, then what else changed: `rules: a, b; also: warning c`."""
-        also = f"; also: {', '.join(self.also_changed)}" if self.also_changed else ""
+        """The rules whose firing changed, then what else changed, old and new: `rules: a, b; also: tp 2 -> 4`."""
+        shown = [change_text(name, old, new) for name, (old, new) in zip(self.also_changed, self.values, strict=True)]
+        also = f"; also: {', '.join(shown)}" if shown else ""
         return f"rules: {', '.join(self.rules_changed) or '-'}{also}"
 
 
@@ -145,11 +150,11 @@ def _details(answer) -> dict:
     rec = answer.recommendation
     details = {"status": answer.status, "gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas,
                "interconnect": rec.interconnect, **rec.parallelism.model_dump(), "summary": rec.summary}
-    details.update((f"assumption {a.fact}", (a.value, a.why)) for a in answer.assumptions)
+    details.update((f"assumption {a.fact}", {"value": a.value, "why": a.why}) for a in answer.assumptions)
     # each alternative build as listed (not its `why`: the rules' own sentences, compared through the rules)
     details.update((f"alternative {a.gpu} x{a.gpus_per_node}", a.model_dump(exclude={"why"}))
                    for a in answer.alternatives)
-    details.update((f"warning {w.code}", (w.message, w.rule)) for w in answer.warnings)
+    details.update((f"warning {w.code}", {"message": w.message, "rule": w.rule}) for w in answer.warnings)
     return details
 
 
@@ -157,7 +162,7 @@ def _also_changed(old: dict, new: dict, rules_changed) -> tuple[str, ...]:
     """The details that differ, without what the rules whose firing changed explain: the summary (it quotes the
     deciding rule) and the warnings those rules give or no longer give."""
     def explained(key):
-        given_by = {side[key][1] for side in (old, new) if key.startswith("warning ") and key in side}
+        given_by = {side[key]["rule"] for side in (old, new) if key.startswith("warning ") and key in side}
         return (key == "summary" and rules_changed) or given_by & set(rules_changed)
     return tuple(key for key in {**old, **new} if old.get(key) != new.get(key) and not explained(key))
 
@@ -174,7 +179,8 @@ def diff(old_expert, new_expert, scenarios, progress=None) -> list[Change]:
         # changes its other fields, its summary and the figures its warnings quote anyway)
         also = _also_changed(old_details, new_details, changed) if old == new else ()
         if old != new or changed or also:
-            changes.append(Change(scenario.name, old, new, changed, also))
+            values = tuple((old_details.get(key), new_details.get(key)) for key in also)
+            changes.append(Change(scenario.name, old, new, changed, also, values))
         if progress:
             progress(index + 1, len(scenarios))
     return changes
@@ -185,7 +191,8 @@ def to_markdown(changes, total: int, old_digest: str, new_digest: str) -> str:
              f"base `{old_digest[:16]}` -> new `{new_digest[:16]}`", ""]
     if changes:
         lines += ["| scenario | old | new | rules whose firing changed |", "|---|---|---|---|"]
-        lines += [f"| {row['scenario']} | {row['old']} | {row['new']} | {change.why().removeprefix('rules: ')} |"
+        lines += [f"| {row['scenario']} | {row['old']} | {row['new']} | "
+                  f"{change.why().removeprefix('rules: ').replace('|', chr(92) + '|')} |"
                   for change, row in ((c, c.as_dict()) for c in changes)]
     return "\n".join(lines) + "\n"
 

@@ -212,12 +212,14 @@ def check(expect: dict, answer) -> list:
     return failures
 
 
-def run_scenario(expert, scenario: Scenario) -> Outcome:
+def run_scenario(expert, scenario: Scenario, shown=str) -> Outcome:
+    """The scenario's answer checked against its expectations; the deciding rules named with their places, each
+    file as `shown` prints it (the CLI: as it opens from the working directory)."""
     try:
         answer = expert.recommend(scenario.facts)
     except KentinoError as exc:
         return Outcome(scenario, error=str(exc))
-    deciders = [f"{s.rule} ({s.file}:{s.line})" for s in answer.trace if RECOMMENDED_KIND in s.concluded]
+    deciders = [f"{s.rule} ({shown(s.file)}:{s.line})" for s in answer.trace if RECOMMENDED_KIND in s.concluded]
     return Outcome(scenario, check(scenario.expect, answer), [s.rule for s in answer.trace], deciders)
 
 
@@ -268,13 +270,14 @@ def validate_scenarios(scenarios, ruleset) -> None:
             raise problems[0]
 
 
-def run_all(expert, scenarios, progress=None) -> tuple[list[Outcome], Coverage]:
+def run_all(expert, scenarios, progress=None, shown=str) -> tuple[list[Outcome], Coverage]:
     counts = {rule.id: 0 for rule in expert.ruleset.rules}
     outcomes, known = [], _known_ids(expert.ruleset)
     for index, scenario in enumerate(scenarios):
         problems = scenario_problems(scenario, known)
         # not run: its verdict would be meaningless; reported as an input error of the scenario file
-        outcome = Outcome(scenario, error=f"input error: {problems[0]}") if problems else run_scenario(expert, scenario)
+        outcome = (Outcome(scenario, error=f"input error: {problems[0]}") if problems
+                   else run_scenario(expert, scenario, shown))
         for rule in outcome.fired:
             counts[rule] = counts.get(rule, 0) + 1
         outcomes.append(outcome)

@@ -1,9 +1,11 @@
 """What every command module shares: the user-error exception, the one mapping of library errors to it, reading
-an input file no larger than 1 MB, the --rules/--knowledge/--db options, opening the expert and the log, and the
-line that names the directories a command used."""
+an input file no larger than 1 MB, the --rules/--knowledge/--db options, opening the expert and the log, the
+line that names the directories a command used, and diagnostics' paths as ruff prints them."""
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,7 +14,7 @@ from ..decisions.connect import log_target, open_log, sqlite_path
 from ..decisions.log import DecisionLog
 from ..decisions.sqlite import not_a_log, open_unwritable
 from ..domain.workload import MAX_FACTS_BYTES
-from ..errors import DecisionLogError, KentinoError, printable
+from ..errors import DecisionLogError, KentinoError, RuleFileError, printable
 from ..expert import Expert
 from ..paths import locate
 from ..sandbox import vet
@@ -57,15 +59,51 @@ class KentinoGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except RuleFileError as exc:  # each diagnostic at a path that opens from here
+            dirs = (ctx.meta.get(_META.format("rules")), ctx.meta.get(_META.format("knowledge")))
+            shown = located(exc.diagnostics, *dirs)
+            raise UserError("\n".join(str(d) for d in shown) or str(exc)) from None
         except KentinoError as exc:
             raise UserError(str(exc)) from None
 
 
+_META = "kentino_expert.{}"  # ctx.meta (shared by every command's context): the directories a command uses
+
+
 def _located(name: str):
-    """An option callback: the absolute directory the command uses (paths.locate), or a one-line error."""
+    """An option callback: the absolute directory the command uses (paths.locate), or a one-line error; kept
+    in ctx.meta too, where an error's diagnostics find it (KentinoGroup)."""
     def callback(ctx, param, value):
-        return str(locate(name, value))
+        ctx.meta[_META.format(name)] = found = str(locate(name, value))
+        return found
     return callback
+
+
+def shown_path(file: str, *roots) -> str:
+    """A diagnostic's file as ruff prints one: relative to the working directory when it is under it, else
+    absolute. A rule set names its files `DIR/NAME.yaml` after the directory `DIR` it read (one of `roots`):
+    that path opens only from the directory's parent."""
+    path = Path(file)
+    if not path.is_absolute():
+        root = next((Path(r) for r in roots if r and path.parts[:1] == (Path(r).name,)), None)
+        if root is None:
+            return file  # not a file of the directories (a scenario's place, `<grid>`): as it is
+        path = root.parent / path
+    here = Path.cwd()
+    try:
+        return str(path.relative_to(here))
+    except ValueError:
+        resolved = Path(os.path.realpath(path))
+        try:
+            return str(resolved.relative_to(here))
+        except ValueError:
+            return str(path)
+
+
+def located(diagnostics, rules_dir, knowledge_dir) -> tuple:
+    """The diagnostics with their files as `shown_path` prints them."""
+    return tuple(replace(d, location=replace(d.location, file=shown_path(d.location.file, rules_dir, knowledge_dir)))
+                 for d in diagnostics)
 
 
 _WHERE = ("(default: $KENTINO_{upper}, else the {name}/ of the checkout this runs in, found from its "

@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -27,10 +28,12 @@ from .common import (
     announce,
     db_option,
     knowledge_option,
+    located,
     make_expert,
     open_decision_log,
     progress,
     rules_option,
+    shown_path,
     sources,
     sources_line,
 )
@@ -60,11 +63,12 @@ def rules_check(rules_dir, knowledge_dir, strict, fmt, code):
             raise UserError(str(exc)) from None
         return
     report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
+    shown = located(report.diagnostics, rules_dir, knowledge_dir)  # paths that open from here, as ruff's
     if fmt == "json":
         click.echo(sources_line(rules_dir, knowledge_dir), err=True)
-        click.echo(json.dumps([d.as_dict() for d in report.diagnostics], indent=2))
+        click.echo(json.dumps([d.as_dict() for d in shown], indent=2))
     else:
-        for diagnostic in report.diagnostics:
+        for diagnostic in shown:
             click.echo(str(diagnostic))
         click.echo(f"{report.summary()} ({sources_line(rules_dir, knowledge_dir)})")
     if not report.ok(strict):
@@ -79,7 +83,8 @@ def rules_list(rules_dir, knowledge_dir):
     expert = make_expert(rules_dir, knowledge_dir)
     announce(expert)
     for rule in expert.ruleset.rules:
-        click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {rule.location}")
+        where = replace(rule.location, file=shown_path(rule.location.file, expert.rules_dir))
+        click.echo(f"{rule.priority:>6g}  {rule.id:<48} {','.join(rule.heuristics):<40} {where}")
 
 
 @click.command("test")
@@ -93,7 +98,8 @@ def test_command(paths, rules_dir, knowledge_dir, fmt, min_coverage, show_covera
     """Run scenario files (default: tests/scenarios) like `opa test`; exit 1 on any failure."""
     expert = make_expert(rules_dir, knowledge_dir)
     scenarios = load_scenarios(paths or ["tests/scenarios"], expert.ruleset)
-    outcomes, coverage = run_all(expert, scenarios, progress(len(scenarios) >= 1000 and fmt == "text"))
+    outcomes, coverage = run_all(expert, scenarios, progress(len(scenarios) >= 1000 and fmt == "text"),
+                                 lambda file: shown_path(file, expert.rules_dir))  # a decider's file opens from here
     failed = [o for o in outcomes if not o.passed]
     below = min_coverage is not None and coverage.percent < min_coverage
     if fmt == "json":
@@ -246,7 +252,7 @@ def rules_publish(rules_dir, knowledge_dir, db, by, strict, wait_seconds):
                         "a service on SQLite reloads its own directories (SIGHUP or POST /v1/admin/reload)")
     files = published.read_files(rules_dir, knowledge_dir)
     report = check_in_sandbox(rules_dir, knowledge_dir, Limits.from_env())
-    for diagnostic in report.diagnostics:
+    for diagnostic in located(report.diagnostics, rules_dir, knowledge_dir):
         click.echo(str(diagnostic))
     if not report.ok(strict):
         raise UserError(f"rule set not published: {report.summary()} ({sources_line(rules_dir, knowledge_dir)})")

@@ -13,9 +13,11 @@ KEYWORDS = {"and", "or", "not", "in", "exists", "true", "false"}
 MAX_NESTING = 40
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 
+# Numbers are ASCII digits only: `\d` (and int(), float()) also take Bengali '২০' or fullwidth '２０', which a
+# reviewer reads as text, not as the number the engine would compare with.
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
+  | (?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)
   | (?P<str>'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op><=|>=|==|!=|<|>|\+|-|\*|/|\(|\)|\[|\]|,)
@@ -36,6 +38,8 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if not match:
+            if text[pos].isdigit():  # a digit of another script: the engine would compare with its value
+                raise ExprSyntaxError(f"{text[pos]!r} is not a digit 0-9: write numbers with the digits 0-9", pos)
             raise ExprSyntaxError(f"unexpected character {text[pos]!r}", pos)
         kind = match.lastgroup
         if kind != "ws":

@@ -1,6 +1,14 @@
 """The codes of checking rules (E1xx names and types, E2xx what the engine can run, W3xx warnings)."""
 from __future__ import annotations
 
+from ..lang.limits import (
+    MAX_ANSWER_CHARS,
+    MAX_FIELD_CHARS,
+    MAX_NUMBER_CHARS,
+    MAX_RULES,
+    MAX_SENTENCE_CHARS,
+    MAX_TEMPLATE_FIELDS,
+)
 from .diagnostic_code import DiagnosticCode as Code
 
 
@@ -63,6 +71,24 @@ EXPRESSIONS = (
          "(`:.0%` on a number, none on a word).",
          "rules:\n" + _rule("params_b >= cliff_params_b", because="\"The model has {param_b:g}B parameters.\""),
          "Use a known name (the message suggests one) and a format its values take.", ),
+    Code("E107", "error", f"a template has more than {MAX_TEMPLATE_FIELDS} fields",
+         f"A `because`, warning or `says` template shows at most {MAX_TEMPLATE_FIELDS} values "
+         "(kentino_expert/lang/limits.py): each field is rendered in every answer the rule is in, and a "
+         f"template of 100,000 fields made every answer 4 MB. At run time a field renders at most "
+         f"{MAX_FIELD_CHARS} characters and a sentence at most {MAX_SENTENCE_CHARS:,} (longer is cut with an "
+         "ellipsis).",
+         "rules:\n" + _rule("params_b >= cliff_params_b", because='"\u2026"'),
+         "Show the few figures that explain the rule; the answer lists every figure anyway.",
+         repeat="{params_b:g} ", times=MAX_TEMPLATE_FIELDS + 1),
+    Code("E108", "error", f"a sentence is longer than {MAX_SENTENCE_CHARS:,} characters as written",
+         f"A `because`, warning or `says` template, a fact's question (`ask`) and a default's reason (`why`) "
+         f"is one sentence of an answer, at most {MAX_SENTENCE_CHARS:,} characters as written "
+         "(kentino_expert/lang/limits.py). Rendered, a template is cut with an ellipsis at that length "
+         "(its fields can make it longer than it is written).",
+         "rules:\n" + _rule("params_b >= cliff_params_b",
+                            because="The model is past the single-node cliff.\u2026"),
+         "Say why in a sentence or two, with the figures that decide it; the rule's `description` and its "
+         "heuristics hold the background.", repeat=" Far past it.", times=160),
 )
 
 ENGINE = (
@@ -126,6 +152,30 @@ ENGINE = (
          "the field absent from every plan, silently: always a mistake. The column is the `/`.",
          "rules:\n" + _rule("\"params_b > params_b / 0\""),
          "Divide by what was meant (a figure, a parameter that is not 0), or remove the division.", ),
+    Code("E209", "error", f"the rule set holds more than {MAX_RULES:,} rules",
+         f"A rule set holds at most {MAX_RULES:,} rules (kentino_expert/lang/limits.py): every answer tries "
+         "each one, so answering slows with their number (10,000 rules took 0.3 s an answer and timed out "
+         "the sandbox). The error stands in the file holding the most rules, at its first rule past the "
+         "bound when the other files' rules are counted first.",
+         "rules:\n\u2026\n",
+         "Merge rules that say the same for neighbouring values (a condition can compare with a parameter or "
+         "use `in`), or split the policy: generated rules belong in a table of knowledge/, not in rules.",
+         repeat="  - {id: rule-{n}, heuristics: [H-CLIFF-405B], when: params_b >= {n}, "
+                "then: {conclude: {big_{n}: true}}, because: Big.}\n", times=MAX_RULES, root=True),
+    Code("E210", "error", f"the rules can put more than {MAX_ANSWER_CHARS:,} characters into one answer",
+         "The text the rules and facts.yaml can put into one answer and its decision is bounded "
+         f"({MAX_ANSWER_CHARS:,} characters, kentino_expert/lang/limits.py): every rule's id, heuristics, "
+         "conditions (an answer says why a kind was not chosen with them), conclusions and sentences, each "
+         f"sentence at its longest (its text and each field at its longest: a number {MAX_NUMBER_CHARS} "
+         f"characters or its width, a word of a list its longest value, any other text {MAX_FIELD_CHARS}), "
+         "and every fact's question and longest default reason, counted as if every rule fired. The error "
+         "stands at the rule with the largest share.",
+         "rules:\n\u2026\n",
+         "Shorten the sentences of the rule the message names and of its neighbours, show fewer text fields "
+         "(`{model}` counts as 200 characters), or merge rules.",
+         repeat="  - {id: long-{n}, heuristics: [H-CLIFF-405B], when: params_b >= {n}, then: {warn: {code: "
+                "long-{n}, message: '" + "{model} " * 12 + "'}}, because: '" + "{model} " * 12 + "'}\n",
+         times=100),
 )
 
 WARNINGS = (
@@ -180,6 +230,22 @@ WARNINGS = (
          "      warn: {code: l4-note, message: An L4 node.}\n    because: The card is an L4.\n",
          "Rename the file to end in `.yaml`, or move it up into the rule directory; delete it if it is not "
          "meant to be read.", file="rules/example.yml"),
+    Code("W309", "warning", "a parameter has the name of a fact, a figure or another name of the state",
+         "A rule that names a parameter reads its value: parameters are folded into the conditions and "
+         "recommend expressions. A parameter named like a fact (or a figure) therefore takes that name's "
+         "place in the rules only, while the sizing, the defaults and the answer still read the fact: the "
+         "rules decide on one number and the answer shows another, and nothing says so.",
+         "parameters:\n  gpus_per_node:\n    value: 4\n    unit: GPUs\n    description: Our standard node.\n",
+         "Give the parameter a name of its own (`standard_gpus_per_node`) and compare the fact with it in the "
+         "rules that meant to.", file="rules/parameters.yaml"),
+    Code("W310", "warning", "a card Kentino ships is missing from selection.yaml's card preference",
+         "The build search sizes every card of knowledge/gpus.yaml with `kentino_ships: true`, and ranks them "
+         "by `cards` in rules/selection.yaml. A shipped card that `cards` does not list is ranked after every "
+         "card listed, whatever it is: most often it was just added to the catalog and not yet to the policy.",
+         "selection:\n  order: [buildable, card-preference]\n  kinds: [single-node, dp-replicas, multi-node-ib, "
+         "frontier]\n  cards: [rtx-pro-6000, l40, rtx-5090]\n",
+         "Add the card to `cards` where it ranks (docs/knowledge.md says what a new card needs).",
+         file="rules/selection.yaml"),
 )
 
 CHECKING_CODES = EXPRESSIONS + ENGINE + WARNINGS

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..domain.vocabulary import KINDS, PRECISIONS
+from ..lang.limits import MAX_ID_CHARS, MAX_LITERAL_CHARS, MAX_TEXT_CHARS
 from .diagnostic_code import DiagnosticCode as Code
 
 _RULE = "rules:\n  - id: big-model\n    heuristics: [H-CLIFF-405B]\n"
@@ -18,9 +19,13 @@ FILES = (
     Code("E001", "error", "a file cannot be read: a tab, an indentation slip or other invalid YAML, not UTF-8, "
          "or missing",
          "The file could not be read, so nothing in it could be checked. Most often the YAML is broken: a "
-         "tab in the indentation (YAML indents with spaces only), or a line indented one space more or "
-         "less than the lines it belongs with. The message names the line that slipped and the lines it "
-         "is measured against. The same code is given for a file that is not UTF-8, a merge key (`<<`), "
+         "tab in the indentation (YAML indents with spaces only), a line indented one space more or "
+         "less than the lines it belongs with, a list item (`- `) among the keys of a mapping or a key among "
+         "list items, a list item indented deeper than the one above it (YAML reads it as the rest of that "
+         "item's text), a quote left open or closed early by a quote inside it, a bracket left open or closed "
+         "by the other kind, or a `: ` inside an unquoted value. The message says which, at the line to fix, "
+         "and names the lines it is measured against. The same code is given for a file that is not UTF-8, a "
+         "merge key (`<<`), "
          "a duplicate key, a document past the size limits, a missing `parameters.yaml` or `facts.yaml`, "
          "a rule directory that does not exist, and a knowledge file that cannot be loaded.",
          _RULE + "     when: params_b >= cliff_params_b\n    then:\n      conclude: {big_model: true}\n" + _BECAUSE,
@@ -232,4 +237,31 @@ POLICY = (
          file="rules/facts.yaml", schema=True),
 )
 
-READING_CODES = FILES + RULE_SHAPE + THEN + POLICY
+BOUNDS = (
+    Code("E038", "error", f"an id or a name is longer than {MAX_ID_CHARS} characters",
+         f"A rule id, a warning code, a heuristic id and every key of a rule file (a conclusion, parameter or fact "
+         f"name) is at most {MAX_ID_CHARS} characters (kentino_expert/lang/limits.py): ids name rules in every "
+         "trace, decision-log row and rule page, and a megabyte id made every answer a megabyte. A key past "
+         "the bound stops the reading of its file as a text past E040's bound does.",
+         _RULE.replace("big-model", "big-model\u2026") + _THEN + "      conclude: {big_model: true}\n" + _BECAUSE,
+         "Name the rule, warning or value in a few words (`fits-one-node-at-fp8`); the description says the "
+         "rest.", repeat="-and-more", times=12),
+    Code("E039", "error", f"a literal is longer than {MAX_LITERAL_CHARS} characters",
+         f"A literal (a quoted text of a condition or a recommend expression, a conclusion's or a default's text "
+         f"value) is at most {MAX_LITERAL_CHARS} characters (kentino_expert/lang/limits.py), as long as a fact's "
+         "text may be: a longer one could never equal a fact, and a conclusion's value is in the trace of every "
+         "answer that fires the rule (a 5 MB literal made every answer 5 MB). The column is the literal's.",
+         _rule("", then="      conclude: {market_segment: 'one-node\u2026'}\n"),
+         "Conclude a short word (`one-node`), and say the rest in `because` or the rule's `description`.",
+         repeat="-or-replicas", times=20),
+    Code("E040", "error", f"a text of a rule file is longer than {MAX_TEXT_CHARS:,} characters",
+         f"No text of a rule file (a condition, a description) is longer than {MAX_TEXT_CHARS:,} characters "
+         "(kentino_expert/lang/limits.py): the engine's own limits keep a condition to a few thousand, and a "
+         "megabyte of text is refused before anything reads it: nothing else of its file is read, so no "
+         "message quotes the text.",
+         _rule("    description: The model is past the single-node cliff.\u2026\n"),
+         "Say it in a few sentences; put the background in knowledge/heuristics.yaml or the source document.",
+         repeat=" Far past it.", times=1_600, root=True),
+)
+
+READING_CODES = FILES + RULE_SHAPE + THEN + POLICY + BOUNDS

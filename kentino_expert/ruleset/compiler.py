@@ -25,7 +25,7 @@ from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
 from ..lang.valuetypes import NUMBER, is_enum
 from ..sourcefiles import yaml_files
-from . import crosschecks
+from . import asks, bounds, crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
@@ -135,6 +135,7 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     for special in SPECIAL_FILES:
         if not os.path.lexists(root / special):  # one that is there but refused has its E001 already
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
+    bounds.check_rule_count(rules, sink)
     _warn_unread(root, sink)
     return files, rules, parameters, policies, selection
 
@@ -258,6 +259,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     crosschecks.check_sizing_parameters(files, parameters, sink)
     if sink.has_root_cause:  # a file, or a parameter, that could not be read: later checks would blame others
         raise sink.error_report()
+    policies = asks.filled(policies, knowledge, sink)
     params = {name: p.value for name, p in parameters.items()}
     namespace, ranges = _check_across(files, rules, parameters, policies, knowledge, sink, backend)
     for policy in policies.values():
@@ -269,6 +271,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
                      for order, (_, rule) in enumerate(ranked, start=1))
     selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
     analyse(compiled, parameters, knowledge, namespace, sink, selection)
+    bounds.check_answer_text(compiled, policies, namespace, sink)
     if backend is not None:
         report_shape_problems(backend.shape_problems(compiled), sink)
     if sink.errors:
@@ -284,6 +287,7 @@ def _check_across(files, rules, parameters, policies, knowledge, sink, backend) 
     crosschecks.check_identity(rules, knowledge, sink)
     crosschecks.check_conclusion_names(rules, parameters, sink, getattr(backend, "reserved_names", ()))
     crosschecks.check_warning_codes(rules, sink)
+    crosschecks.check_parameter_names(parameters, sink)
     conclusions = crosschecks.conclusions_of(rules)
     namespace = build_namespace(parameters, conclusions, catalog_of(knowledge))
     ranges = Ranges(namespace, conclusions, policies)

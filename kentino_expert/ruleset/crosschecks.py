@@ -1,5 +1,5 @@
 """Checks across the rules of a directory, before they compile: ids, heuristics, examples, the parameters the
-sizing reads, the names conclusions take, warning codes."""
+sizing reads, the names conclusions and parameters take, warning codes."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -82,6 +82,20 @@ def check_conclusion_names(rules, parameters, sink, engine_names=()) -> None:
                 sink.error(rule.locations.get(f"conclude:{name}", rule.location), "E023",
                            f"cannot conclude '{name}': it is {kind}; give the conclusion a name of its own",
                            rule=rule.id)
+
+
+_WHOSE = {"a fact": "fact", "a figure": "figure"}
+
+
+def check_parameter_names(parameters: dict, sink) -> None:
+    """W309 for a parameter named like a fact, a figure or another name of the state: the rules that name it
+    read the parameter (it is folded in), the sizing and the answer the state's value, without a word."""
+    for name, parameter in parameters.items():
+        kind = reserved_kind(name, {})
+        if kind:
+            sink.warning(parameter.location, "W309", f"parameter '{name}' has the name of {kind}: the rules that name "
+                         f"'{name}' read this parameter's {parameter.value:g}, the sizing and the answer read the "
+                         f"{_WHOSE.get(kind, 'state')}'s value; give the parameter a name of its own")
 
 
 def check_warning_codes(rules, sink) -> None:

@@ -10,6 +10,7 @@ from ..domain.workload import Workload, fact_problem
 from ..errors import Location, did_you_mean
 from ..lang.valuetypes import finite_number, short_number
 from ..yamlsrc import LocatedDict, location_of
+from .bounds import literal_problem, sentence_problem
 from .diagnostics import DiagnosticSink
 from .rulefile import Condition, check_keys, id_list, parse_condition, text_field, top_level
 
@@ -56,6 +57,7 @@ class FactPolicy:
     location: Location
     tasks: tuple[str, ...] = ()
     answered_by: tuple[str, ...] = ()  # facts any one of which, given, makes this one not worth asking
+    ask_location: Location | None = None  # where `ask` stands (its `{shipped_cards}` is filled in: asks.py)
 
 
 def _number_in(value) -> str | None:
@@ -124,15 +126,18 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
                 continue
             check_keys(item, DEFAULT_KEYS, display, sink, f"a default of '{name}'")
             when = parse_condition(item, "when", display, sink, None) if "when" in item else None
-            why = text_field(item, "why", display, sink, None, "why" in DEFAULT_REQUIRED)
+            why = _sentence(item, "why", display, sink, "why" in DEFAULT_REQUIRED)
+            if literal_problem(item["value"]):
+                sink.error(location_of(item, "value", display), "E039", literal_problem(item["value"]))
+                continue
             defaults.append(FactDefault(item["value"], why, when, item_where))
-        description, ask = (text_field(body, key, display, sink, None, key in FACT_REQUIRED)
-                            for key in ("description", "ask"))
+        description = text_field(body, "description", display, sink, None, "description" in FACT_REQUIRED)
+        ask = _sentence(body, "ask", display, sink, "ask" in FACT_REQUIRED)
         tasks = id_list(body, "tasks", display, sink)
         _check_tasks(body, tasks, display, sink)
         _check_default_values(str(name), defaults, sink)
-        out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where,
-                                    tasks, id_list(body, "answered_by", display, sink))
+        out[str(name)] = FactPolicy(str(name), description, ask, tuple(defaults), where, tasks,
+                                    id_list(body, "answered_by", display, sink), location_of(body, "ask", display))
     for name, policy in out.items():
         for other in policy.answered_by:
             if other not in out or other == name:
@@ -140,6 +145,15 @@ def read_fact_policies(data, display: str, sink: DiagnosticSink) -> dict[str, Fa
                            f"answered_by of '{name}' names '{other}', which is not another fact of this file",
                            suggestion=did_you_mean(other, [n for n in out if n != name]))
     return out
+
+
+def _sentence(body, key: str, display: str, sink: DiagnosticSink, required: bool) -> str:
+    """A text field that is one sentence of an answer (a question, a default's reason): E108 past the bound."""
+    text = text_field(body, key, display, sink, None, required)
+    if (problem := sentence_problem(text, key)) is not None:
+        sink.error(location_of(body, key, display), "E108", problem)
+        return ""
+    return text
 
 
 def _check_tasks(body, tasks: tuple[str, ...], display: str, sink: DiagnosticSink) -> None:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 from ..domain.figure_specs import RECOMMENDED_COUNTS
 from ..domain.vocabulary import KINDS, PRECISIONS
-from ..errors import Location, did_you_mean
+from ..errors import Location, clipped, did_you_mean
 from ..lang import nodes, parser
+from ..lang.limits import MAX_ID_CHARS
 from ..lang.valuetypes import finite_number, short_number
 from ..sourcefiles import SourceFileError, read_source
 from ..yamlsrc import LocatedDict, YamlSourceError, decode_utf8, is_quoted, load_yaml, location_of
 from ..yamlsrc import to_plain as _plain
+from .bounds import id_problem, literal_problem, long_literal, within_written_bounds
 from .diagnostics import DiagnosticSink
 
 # The keys of each part of a rule, and those it must have: the reader checks these, and the editor schema
@@ -88,7 +90,8 @@ def read_rule_file(path: Path, sink: DiagnosticSink, display: str, root: Path | 
     text = ""
     try:
         text = decode_utf8(data, display)  # a bad byte at its line:col, as in knowledge files
-        return load_yaml(text, display), text
+        loaded = load_yaml(text, display)
+        return (loaded if within_written_bounds(loaded, display, sink) else None), text
     except YamlSourceError as exc:
         sink.error(exc.location, "E001", exc.message)
         return None, text
@@ -109,6 +112,11 @@ def parse_condition(container, key, display: str, sink: DiagnosticSink, rule_id:
     except parser.ExprSyntaxError as exc:
         where = offset_location(location_of(container, key, display), quoted, exc.offset)
         sink.error(where, "E101", exc.message, rule=rule_id)
+        return None
+    literal = long_literal(node)
+    if literal is not None:
+        where = offset_location(location_of(container, key, display), quoted, literal.pos)
+        sink.error(where, "E039", literal_problem(literal.value), rule=rule_id)
         return None
     return Condition(text, node, location_of(container, key, display), quoted)
 
@@ -142,7 +150,12 @@ def id_list(mapping, key, display, sink, rule_id=None) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         sink.error(location_of(mapping, key, display), "E014", f"'{key}' must be a list of ids", rule=rule_id)
         return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
-    return tuple(value)
+    holder = mapping.get(key) if isinstance(mapping.get(key), list) else None
+    for index, item in enumerate(value):
+        if (problem := id_problem(f"'{key}' holds an id:", item)) is not None:
+            where = location_of(holder, index, display) if holder is not None else location_of(mapping, key, display)
+            sink.error(where, "E038", problem, rule=rule_id)
+    return tuple(v for v in value if len(v) <= MAX_ID_CHARS)
 
 
 def _heuristics(rule_map, display, sink, rule_id) -> tuple[str, ...]:
@@ -174,6 +187,8 @@ def _read_effects(rule_map, display, sink, rule_id) -> Effects:
                     sink.error(location_of(body, name, display), "E021",
                                f"conclusion '{name}' must be a plain value (true/false, a finite number or a word)",
                                rule=rule_id)
+                elif literal_problem(value):
+                    sink.error(location_of(body, name, display), "E039", literal_problem(value), rule=rule_id)
                 elif not re.match(SNAKE, str(name)):
                     sink.error(body.key_locations[name], "E022", f"conclusion name '{name}' must be snake_case",
                                rule=rule_id)
@@ -260,7 +275,9 @@ def _read_warn(then, display, sink, rule_id):
         return None
     check_keys(body, WARN_KEYS, display, sink, "warn", rule_id)
     code = text_field(body, "code", display, sink, rule_id)
-    if code and not _KEBAB.match(code):
+    if code and (problem := id_problem("the warning code", code)) is not None:
+        sink.error(location_of(body, "code", display), "E038", problem, rule=rule_id)
+    elif code and not _KEBAB.match(code):
         sink.error(location_of(body, "code", display), "E030", f"warning code '{code}' must be kebab-case",
                    rule=rule_id)
     return (code, text_field(body, "message", display, sink, rule_id))
@@ -297,6 +314,9 @@ def read_rule(rule_map, display: str, sink: DiagnosticSink, where: Location | No
         sink.error(location_of(rule_map, "id", display), "E011" if "id" in rule_map else "E004",
                    "a rule needs an 'id' in kebab-case (e.g. fits-one-node-at-fp8)")
         rule_id = str(rule_id) if rule_id is not None else None
+    elif (problem := id_problem("the rule id", rule_id)) is not None:
+        rule_id = clipped(rule_id, 40)  # as every diagnostic of the rule names it
+        sink.error(location_of(rule_map, "id", display), "E038", problem, rule=rule_id)
     check_keys(rule_map, RULE_KEYS, display, sink, "a rule", rule_id)
     priority = _priority(rule_map, display, sink, rule_id)
     example = rule_map.get("example")

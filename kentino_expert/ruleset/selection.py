@@ -87,6 +87,7 @@ def read_selection(data, display: str, namespace: Namespace, params: dict, knowl
     order = _choices(body, "order", tuple(CRITERIA), display, sink)
     kinds = _choices(body, "kinds", KIND_CLASSES, display, sink)
     cards = _choices(body, "cards", tuple(knowledge.gpus), display, sink)
+    _warn_unranked(cards, knowledge, location_of(body, "cards", display), sink)
     works = tuple(item for item in _works(body, display, names, params, knowledge, sink) if item)
     shown = _shown(body, display, names, sink)
     reads = {"recommended_kind", "recommended_nodes", *(expand_shown(v, p) for v in shown for p in PRECISIONS)}
@@ -115,6 +116,17 @@ def _choices(body, key: str, allowed: tuple, display: str, sink) -> tuple[str, .
         elif value in values[:index]:
             sink.error(where, "E035", f"selection.{key}: '{value}' is listed twice")
     return values
+
+
+def _warn_unranked(cards: tuple[str, ...], knowledge, where: Location, sink) -> None:
+    """W310 for a card Kentino ships that `cards` does not list: the search ranks it after every listed card."""
+    if not cards:
+        return
+    for gpu in knowledge.gpus.values():
+        if gpu.kentino_ships and gpu.id not in cards:
+            sink.warning(where, "W310", f"card '{gpu.id}' ships (kentino_ships: true in knowledge/gpus.yaml) but "
+                         "selection.cards does not list it: the build search ranks it after every card listed; "
+                         "list it where it ranks")
 
 
 def _precisions(body, display: str, sink) -> dict[str, tuple[str, ...]]:

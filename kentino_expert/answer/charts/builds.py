@@ -1,11 +1,12 @@
-"""The builds weighed: the recommended plan (highlighted) beside the answer's `alternatives`, in GPUs, each
-marked works or does not work by the selection policy (rules/selection.yaml), so a card switch shows why."""
+"""The builds weighed: the recommended plan (highlighted) beside the answer's `alternatives`, in GPUs, each in
+its kind's colour and marked works or does not work by the selection policy (rules/selection.yaml), so a card
+switch shows why."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from .common import ChartContext, alternatives, axis_end, build_label, count, number, plan, unbuildable
-from .spec import FAILS, NEUTRAL, WORKS, Bar, Chart, Segment, Table
+from .spec import FAILS, NEUTRAL, WORKS, Bar, Chart, Segment, Table, kind_role
 
 
 def _gpus(gpus_per_node, nodes) -> int:
@@ -39,8 +40,9 @@ def builds_chart(answer: Mapping, context: ChartContext) -> Chart | None:
         open_count = count(item.get("nodes")) is None and not recommended
         text = f"{'at least ' if open_count else ''}{gpus} GPUs, {item.get('kind')}: {verdict}"
         why = (failing[1] if failing else rec.get("summary", "")) if recommended else str(item.get("why") or "")
-        bars.append(Bar(label, (Segment("GPUs", gpus, NEUTRAL),), text, WORKS if works else FAILS,
-                        highlighted=recommended, note=why))
+        kind = kind_role(item.get("kind"))
+        bars.append(Bar(label, (Segment(kind if kind != NEUTRAL else "GPUs", gpus, kind),), text,
+                        WORKS if works else FAILS, highlighted=recommended, note=why))
         deciding = (failing[0] if failing else "") if recommended else _deciding(item)
         table.append((label, str(item.get("kind")), str(item.get("precision")), str(gpus), verdict, deciding, why))
     failed = [bar.label for bar in bars[1:] if bar.status == FAILS]

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...domain.vocabulary import KINDS
+
 # What a bar is, for its colour (svg.py maps these to colours): a plan that works, one that does not, a
 # reference point of the source document, or a plain measure.
 WORKS, FAILS, REFERENCE, NEUTRAL = "works", "fails", "reference", "neutral"
 # What a segment of a stacked bar is.
 WEIGHTS, KV_CACHE, ACTIVATIONS, OPTIMIZER, OVERHEAD, STATE, OTHER = (
     "weights", "kv-cache", "activations", "optimizer", "overhead", "state", "other")
+# A bar of a build (the builds and the time charts) is one segment whose role is the build's kind (KINDS): a
+# colour per kind of purchase.
 # What a reference line is: the card's capacity, the policy's limit, a deadline, a floor.
 CAPACITY, LIMIT, DEADLINE, FLOOR = "capacity", "limit", "deadline", "floor"
+
+
+def kind_role(kind) -> str:
+    """A build's segment role: its kind of purchase (drawn in that kind's colour), or NEUTRAL for none known."""
+    return kind if kind in KINDS else NEUTRAL
 
 
 @dataclass(frozen=True)
@@ -74,12 +83,15 @@ class Chart:
     summary: str  # the chart in one or two sentences (the SVG's aria description)
     table: Table
     caption: str = ""  # where the numbers come from
+    fails_label: str = "does not work"  # what the outline of a failing build means, in the legend
 
     @property
     def legend(self) -> tuple[tuple[str, str], ...]:
-        """(label, role) of each distinct segment kind of a stacked chart, in order of first appearance."""
+        """(label, role) of each distinct segment kind of a stacked chart, or of each kind of purchase drawn, in
+        order of first appearance."""
         seen: dict[str, str] = {}
         for bar in self.bars:
             for segment in bar.segments:
                 seen.setdefault(segment.role, segment.label)
-        return tuple((label, role) for role, label in seen.items()) if len(seen) > 1 else ()
+        shown = len(seen) > 1 or any(role in KINDS for role in seen)
+        return tuple((label, role) for role, label in seen.items()) if shown else ()

@@ -19,7 +19,7 @@ from .common import (
     task_of,
     unbuildable,
 )
-from .spec import DEADLINE, FAILS, NEUTRAL, WORKS, Bar, Chart, Line, Segment, Table
+from .spec import DEADLINE, FAILS, NEUTRAL, WORKS, Bar, Chart, Line, Segment, Table, kind_role
 
 TIME_FIGURE = "time_to_result_days"  # the plan figure of a training or batch plan, and each alternative's
 
@@ -45,12 +45,13 @@ def time_chart(answer: Mapping, context: ChartContext) -> Chart | None:
     deadline = number((answer.get("facts") or {}).get("deadline_days"))
     deadline = deadline if deadline is not None and deadline > 0 else None
     bars, table = [], []
-    for label, value, recommended, not_built in rows:
+    for label, value, recommended, not_built, kind in rows:
         missed = deadline is not None and value > deadline * (1 + 1e-9)
         verdict = ("misses the deadline" if missed else "meets the deadline") if deadline is not None else ""
         verdict = "; ".join(part for part in (verdict, "does not work" if not_built else "") if part)
         text = days(value) + (f", {verdict}" if verdict else "")
-        bars.append(Bar(label, (Segment("days", value, NEUTRAL),), text,
+        role = kind_role(kind)
+        bars.append(Bar(label, (Segment(role if role != NEUTRAL else "days", value, role),), text,
                         FAILS if missed or not_built else WORKS, highlighted=recommended, note=not_built or ""))
         table.append((label, days(value), verdict or "-", not_built or "", "yes" if recommended else ""))
     if not any(bar.highlighted for bar in bars):
@@ -65,22 +66,23 @@ def time_chart(answer: Mapping, context: ChartContext) -> Chart | None:
     return Chart("time", "Time to result", "days", tuple(bars), lines,
                  axis_end(deadline, *(bar.total for bar in bars)), summary,
                  Table(("build", "time to result", "verdict", "why it is not built", "recommended"), tuple(table)),
-                 source)
+                 source, fails_label="misses the deadline or does not work")
 
 
 def _rows(answer: Mapping, context: ChartContext, own: float) -> list[tuple]:
-    """(label, days, recommended, why it is not built or None): the plan, then each alternative with days."""
+    """(label, days, recommended, why it is not built or None, kind): the plan, then each alternative with days."""
     rec = plan(answer)
     failing = unbuildable(answer, context)  # a missed deadline is the line's to show, not a note's
     rows = [(build_label(rec.get("gpu"), rec.get("gpus_per_node"), count(rec.get("nodes"))), own, True,
-             failing[1] if failing and failing[0] != TIME_FIGURE else None)]
+             failing[1] if failing and failing[0] != TIME_FIGURE else None, rec.get("kind"))]
     for item in alternatives(answer):
         value = alternative_days(item)
         if value is not None:
             label = build_label(item.get("gpu"), item.get("gpus_per_node"), count(item.get("nodes")))
             deciding = item.get("figure") if isinstance(item.get("figure"), Mapping) else {}
             failing = None if item.get("works") else str(item.get("why") or "does not work")
-            rows.append((label, value, False, None if deciding.get("name") == TIME_FIGURE else failing))
+            why = None if deciding.get("name") == TIME_FIGURE else failing
+            rows.append((label, value, False, why, item.get("kind")))
     return rows
 
 
@@ -93,14 +95,16 @@ def _legacy_rows(answer: Mapping) -> list[tuple]:
     rows = []
     batch = figure(answer, "batch_days_one_node")
     if task_of(answer) == BATCH_TASK and batch is not None:
-        rows.append((build_label(gpu, gpus_per_node, 1), batch, nodes in (None, 1), None))
+        rows.append((build_label(gpu, gpus_per_node, 1), batch, nodes in (None, 1), None, None))
         if nodes is not None and nodes > 1:  # replicas split the corpus: no traffic between them
-            rows.append((build_label(gpu, gpus_per_node, nodes), batch / nodes, True, None))
+            rows.append((build_label(gpu, gpus_per_node, nodes), batch / nodes, True, None, rec.get("kind")))
     one, spread = figure(answer, "days_on_one_node"), figure(answer, "days_on_plan")
     out_nodes, state_nodes = count(figure(answer, "scale_out_nodes")), count(figure(answer, "training_nodes"))
     if one is not None:
         too_small = f"the state needs {state_nodes} nodes" if (state_nodes or 1) > 1 else None
-        rows.append((build_label(gpu, gpus_per_node, 1), one, nodes in (None, 1), too_small))
+        rows.append((build_label(gpu, gpus_per_node, 1), one, nodes in (None, 1), too_small,
+                     rec.get("kind") if nodes in (None, 1) else None))
     if spread is not None and out_nodes is not None:
-        rows.append((build_label(gpu, gpus_per_node, out_nodes), spread, nodes == out_nodes, None))
+        rows.append((build_label(gpu, gpus_per_node, out_nodes), spread, nodes == out_nodes, None,
+                     rec.get("kind") if nodes == out_nodes else None))
     return sorted(rows, key=lambda row: not row[2])
