@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from unittest import mock
 
 from kentino_expert.engine.compiled import CompiledEngine
+from kentino_expert import expert as expert_module
 from kentino_expert.expert import Expert
 from kentino_expert.service import decide
 
@@ -76,8 +77,9 @@ def _timed_parts(expert, spent: dict):
                 spent[part] += time.thread_time_ns() - start
         return timed
 
-    with mock.patch.object(expert, "recommend_traced", timer("answer", expert.recommend_traced)), \
-            mock.patch.object(decide, "rank_questions", timer("questions", decide.rank_questions)), \
+    # Expert.decide_parts calls the answer and the questions by these module names
+    with mock.patch.object(expert_module, "answer_traced", timer("answer", expert_module.answer_traced)), \
+            mock.patch.object(expert_module, "rank_questions", timer("questions", expert_module.rank_questions)), \
             mock.patch.object(decide, "why_not_from", timer("why-not", decide.why_not_from)):
         yield
 
@@ -87,21 +89,21 @@ def _probe_counts(expert, runs: int, offset: int) -> dict:
     probes'), the probes' own, and how many probes sized how many candidates (a histogram), over `runs` more new
     first turns."""
     oracle, sized, probes = expert.kinds, [0], []
-    plan_uncached, kind_of = oracle._plan_uncached, oracle.kind_of
+    plan_uncached, build_of = oracle._plan_uncached, oracle.build_of
 
     def counting_plan(*args, **kwargs):
         sized[0] += 1
         return plan_uncached(*args, **kwargs)
 
-    def counting_kind(*args, **kwargs):
+    def counting_build(*args, **kwargs):
         before = sized[0]
         try:
-            return kind_of(*args, **kwargs)
+            return build_of(*args, **kwargs)
         finally:
             probes[-1].append(sized[0] - before)
 
     with mock.patch.object(oracle, "_plan_uncached", counting_plan), \
-            mock.patch.object(oracle, "kind_of", counting_kind):
+            mock.patch.object(oracle, "build_of", counting_build):
         candidates = []
         for index in range(runs):
             probes.append([])

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.errors import RuleFileError
@@ -41,7 +42,9 @@ class TestBundledPolicy:
         policy = compile_ruleset(ROOT / "rules", KNOWLEDGE).selection
         assert policy.order[:2] == ("named-build", "buildable") and policy.cards[0] == "rtx-pro-6000"
         assert policy.precisions["inference"] == ("fp8", "int4")
-        assert [w.id for w in policy.works] == ["meets-the-deadline", "kentino-builds-it"]
+        written = yaml.safe_load((ROOT / "rules" / "selection.yaml").read_text())["selection"]["works"]
+        assert [w.id for w in policy.works] == [entry["id"] for entry in written]
+        assert [w.figure for w in policy.works] == [entry["figure"] for entry in written]
         assert {"recommended_kind", "time_to_result_days", "deadline_days"} <= policy.reads
 
     def test_a_rule_set_without_the_file_has_no_policy(self, tmp_path):
@@ -85,7 +88,8 @@ class TestMistakes:
 
     def test_unknown_figure(self, tmp_path):
         """The figure of a works condition must be a name the plan has."""
-        found = _diagnostic(tmp_path, "figure: recommended_nodes", "figure: recommended_node")
+        found = _diagnostic(tmp_path, 'figure: recommended_nodes\n      says: "Frontier',
+                            'figure: recommended_node\n      says: "Frontier')
         assert found.code == "E102" and found.suggestion == "recommended_nodes"
 
     def test_unknown_heuristic(self, tmp_path):
@@ -103,7 +107,7 @@ class TestMistakes:
 
     def test_shown_figure_must_exist(self, tmp_path):
         """A `shown` entry that names no figure (for any precision) is E102."""
-        assert _diagnostic(tmp_path, '"workload_fraction_{precision}"', '"workload_share_{precision}"').code == "E102"
+        assert _diagnostic(tmp_path, "plan_gpu_memory_fraction]", "plan_gpu_memory_share]").code == "E102"
 
     def test_unknown_task_in_precisions(self, tmp_path):
         """Precisions are listed per task of the vocabulary."""

@@ -91,7 +91,8 @@ def test_one_throughput_fact_is_enough(throughput):
     asked."""
     expert = Expert()
     facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 32, "context_tokens": 8192,
-             "latency": "production", "tenancy": "single", **throughput}
+             "prompt_tokens": 1024, "output_tokens": 300, "kv_cache_precision": "fp8", "latency": "production",
+             "tenancy": "single", **throughput}
     assert missing_facts(validate_facts(facts), expert.ruleset) == []
     assert expert.recommend(facts).status == "final"
     assert {"qps", "tokens_per_s"} <= set(missing_facts(validate_facts({"task": "inference", "model": "llama-3.1-70b"}),
@@ -516,14 +517,14 @@ def test_content_encoding_is_415(client, encoding):
 def test_a_probe_the_arithmetic_cannot_evaluate_is_skipped(log):
     """A what-if probe that raises OverflowError (extreme facts) drops that probe; the answer is still given."""
     expert = Expert()
-    real_kind_of = expert.kind_of
+    real_build_of = expert.build_of
 
-    def kind_of(facts):
+    def build_of(facts):
         if "deadline_days" in facts:  # as math.ceil(inf) did for a probe next to a huge corpus
             raise OverflowError("cannot convert float infinity to integer")
-        return real_kind_of(facts)
+        return real_build_of(facts)
 
-    expert.kind_of = kind_of
+    expert.build_of = build_of
     with local_client(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
         response = client.post("/v1/recommend", json={"task": "batch-inference", "corpus_tokens": 1e16})
     assert response.status_code == 200, response.text

@@ -97,8 +97,8 @@ def rank_questions(expert, workload, current_kind: str | None = None) -> list[Qu
         current_kind = current[0] if current else None
     for order, fact in enumerate(missing):
         builds = [(value, build) for value, build in reached_by[fact] if build is not None]
-        if current is not None and all(build == current for _, build in builds):
-            continue  # every value tried leaves the build as it is: not worth asking
+        if current is not None and builds and all(build == current for _, build in builds):
+            continue  # every value tried leaves the build as it is: not worth asking (none evaluated: still asked)
         probes = [Probe(value=value, kind=build[0], nodes=build[1], gpu=build[2], precision=build[4])
                   for value, build in builds]
         reached = {probe.kind for probe in probes}
