@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 from unittest import mock
 
-from kentino_expert.engine.compiled import CompiledEngine
 from kentino_expert import expert as expert_module
+from kentino_expert.engine.compiled import CompiledEngine
 from kentino_expert.expert import Expert
 from kentino_expert.service import decide
 

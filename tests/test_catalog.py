@@ -3,7 +3,6 @@ targets, and the figures the derivation adds from them (in-node TP, latency dema
 from __future__ import annotations
 
 import math
-
 import shutil
 from pathlib import Path
 

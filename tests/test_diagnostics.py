@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from kentino_expert.authoring.diagnostic_examples import example_diagnostics
 from kentino_expert.cli.main import main
+from kentino_expert.domain.vocabulary import PRECISIONS
 from kentino_expert.paths import bundled
 from kentino_expert.rulecheck import check_directory
 from kentino_expert.ruleset.diagnostic_code import CODE_PATTERN, DiagnosticCode
@@ -113,7 +114,8 @@ class TestExplain:
         assert result.exit_code == 0, result.output
         assert result.output.startswith(f"E026 (error): {entry.summary}\n")
         assert "    rules:\n      - id: big-model\n" in result.output
-        assert "precision: fp16" in result.output and "\nFix: Use bf16, fp8 or int4." in result.output
+        assert "precision: fp16" in result.output and f"\nFix: {entry.fix}" in result.output
+        assert all(precision in entry.fix for precision in PRECISIONS)  # the fix names every precision there is
 
     def test_a_trial_code_says_how_it_is_found(self):
         """W306 is found in the sandbox, E207 with the limit it is checked with."""

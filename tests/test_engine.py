@@ -205,10 +205,11 @@ class TestKindSubset:
     @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(workloads)
     def test_same_kind_as_the_full_rule_set(self, facts):
-        """For any workload, the subset on durable-rules gives the kind the whole rule set gives."""
+        """For any workload, the subset on durable-rules gives the build (kind, nodes, card, shape, precision) the
+        whole rule set gives."""
         from kentino_expert.errors import KentinoError
         try:
-            full = EXPERT.recommend(facts).recommendation.kind
+            rec = EXPERT.recommend(facts).recommendation
         except KentinoError:
             return
-        assert EXPERT.kinds._uncached(facts) == full
+        assert EXPERT.kinds._uncached(facts) == (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)

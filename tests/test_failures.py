@@ -47,7 +47,6 @@ def test_the_traceback_is_logged_once_per_place(caplog):
 def test_recommend_maps_failures_for_every_caller(expert, monkeypatch):
     """Expert.recommend and recommend_traced (what the CLI, MCP explain and the service call) raise EngineError,
     not the arithmetic's own exception."""
-    monkeypatch.setattr(expert_module, "answer_for", lambda *args: 1 / 0)
     monkeypatch.setattr(expert_module, "answer_traced", lambda *args: 1 / 0)
     with pytest.raises(EngineError, match="ZeroDivisionError"):
         expert.recommend(CHAT)
@@ -57,7 +56,7 @@ def test_recommend_maps_failures_for_every_caller(expert, monkeypatch):
 
 def test_the_cli_gives_one_line_not_a_traceback(monkeypatch):
     """`recommend` on facts whose arithmetic fails exits 2 with one error line."""
-    monkeypatch.setattr(expert_module, "answer_for", lambda *args: 1 / 0)
+    monkeypatch.setattr(expert_module, "answer_traced", lambda *args: 1 / 0)
     result = CliRunner().invoke(main, ["recommend", "-"], input='{"task": "inference"}')
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output

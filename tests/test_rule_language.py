@@ -294,7 +294,7 @@ class TestNamesAndTypes:
     def test_text_in_a_text_field_passes(self, check):
         assert check(_rule('"true"', "recommend: {kind: single-node, interconnect: \"'none'\", gpu: gpu}")) == []
 
-    @pytest.mark.parametrize("name,kind", [("recommended_replicas: 'lots'", "recommendation field"),
+    @pytest.mark.parametrize("name,kind", [("recommended_replicas: 3", "recommendation field"),
                                            ("hyperscale_qps: 5", "parameter"),
                                            ("warn__operations_tax: true", "warning key"),
                                            ("qps: 3", "a fact"), ("node_vram_gb: 3", "a figure")])

@@ -2,6 +2,7 @@
 search turned off or reordered by editing rules/selection.yaml."""
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -227,22 +228,29 @@ class TestPolicyFile:
             expert.close()
 
     def test_order_is_obeyed(self, tmp_path):
-        """With fewer-gpus before the card preference, pretraining 405B (frontier on every card) moves off the Pro 6000
-        to the card whose frontier plan has the fewest GPUs."""
-        rules = _copy_rules(tmp_path)
-        path = rules / "selection.yaml"
-        text = path.read_text()
-        path.write_text(text.replace("lighter-kind, card-preference, fewer-gpus", "lighter-kind, fewer-gpus, "
-                                                                                  "card-preference"))
-        facts = {"task": "pretraining", "model": "llama-3.1-405b", "training_tokens": "15T"}
-        expert = Expert(rules_dir=rules)
-        try:
-            moved = expert.recommend(facts).recommendation
-        finally:
-            expert.close()
-        default = Expert().recommend(facts).recommendation
-        assert default.gpu == "rtx-pro-6000" and moved.gpu != "rtx-pro-6000"
-        assert moved.nodes * moved.gpus_per_node < default.nodes * default.gpus_per_node
+        """With the L4 preferred, a 70B chat at 256 requests goes to L4 replicas while the card preference comes
+        before fewer GPUs, and to the card whose working plan has the fewest GPUs when fewer GPUs comes first."""
+        facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "latency": "production"}
+        picks = {}
+        for swapped in (False, True):
+            rules = _copy_rules(tmp_path / str(swapped))
+            path = rules / "selection.yaml"
+            text = path.read_text().replace("cards: [rtx-pro-6000, l40, rtx-5090, l4]",
+                                            "cards: [l4, l40, rtx-5090, rtx-pro-6000]")
+            if swapped:
+                text = text.replace("lighter-kind, card-preference, fewer-gpus",
+                                    "lighter-kind, fewer-gpus, card-preference")
+            path.write_text(text)
+            expert = Expert(rules_dir=rules)
+            try:
+                answer = expert.recommend(facts)
+            finally:
+                expert.close()
+            gpus = [a.nodes * a.gpus_per_node for a in answer.alternatives if a.works]
+            picks[swapped] = (answer.recommendation, gpus)
+        (preferred, _), (fewest, others) = picks[False], picks[True]
+        assert preferred.gpu == "l4" and fewest.gpu != "l4"
+        assert fewest.nodes * fewest.gpus_per_node <= min(others)
 
     def test_card_preference_is_obeyed(self, tmp_path):
         """Listing the L40 first puts a 70B chat (one node on every card) on the L40."""
@@ -282,9 +290,10 @@ class TestOlderAnswers:
 class TestFractionalCounts:
     """A rule set may compute a count that is not whole; its alternatives still validate."""
 
-    def test_fractional_nodes_are_truncated_like_the_recommendation(self, tmp_path):
+    def test_fractional_nodes_round_up_like_the_recommendation(self, tmp_path):
         """A copy of the rules whose 70B full fine-tuning cluster is `training_nodes * 1.25` nodes (a fraction):
-        the alternatives report whole counts, as the recommendation does."""
+        the recommendation buys the next whole node (2.5 nodes are 3, never 2), and the alternatives report whole
+        counts as it does."""
         rules = _copy_rules(tmp_path)
         flow = rules / "must-scale.yaml"
         text = flow.read_text()
@@ -292,7 +301,7 @@ class TestFractionalCounts:
         assert old in text
         flow.write_text(text.replace(old, "        nodes: training_nodes * 1.25\n        tp: gpus_per_node\n", 1))
         answer = Expert(rules).recommend({"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-pro-6000"})
-        assert answer.recommendation.nodes == int(answer.figures["training_nodes"].value * 1.25)
+        assert answer.recommendation.nodes == math.ceil(answer.figures["training_nodes"].value * 1.25)
         assert answer.alternatives
         assert all(isinstance(item.nodes, int) for item in answer.alternatives if item.nodes is not None)
         assert answer.recommendation.nodes == int(answer.recommendation.nodes)

@@ -8,7 +8,7 @@ from ..domain.figures_serving import document_quote
 from ..domain.plan import plan_figures
 from ..domain.provenance import serving_provenance, training_provenance
 from ..domain.serving_lane import demand_of
-from ..domain.state import RECOMMENDED_KIND, recommendation_key
+from ..domain.state import RECOMMENDED_KIND, recommendation_key, whole_count
 from ..domain.workload import Workload, validate_facts
 from ..engine.chaining import run_rules
 from ..errors import EngineError
@@ -60,6 +60,8 @@ def _recommendation(final: dict, facts: dict, firings) -> Recommendation:
         "interconnect": field("interconnect"), "tp": field("tp"), "pp": field("pp"), "dp": field("dp"),
         "sharding": field("sharding"),
     }
+    for name in ("nodes", "gpus_per_node", "replicas", "tp", "pp", "dp"):
+        values[name] = whole_count(values[name])  # the summary states the counts the answer holds
     for name in ("interconnect", "sharding"):
         if values[name] == "none":
             values[name] = None
@@ -100,7 +102,7 @@ def _plan_of(rec: Recommendation, final: dict) -> dict:
 
 
 def _int(value):
-    return None if value is None else int(value)
+    return None if value is None else int(whole_count(value))
 
 
 def _warnings(firings, params, final) -> list[WarningOut]:

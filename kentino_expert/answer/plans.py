@@ -11,7 +11,7 @@ from ..domain.deadlines import TIME_FIGURE_INPUTS, TIME_FIGURE_SPECS
 from ..domain.derive import derive
 from ..domain.figures import FIGURE_SPECS
 from ..domain.plan import build_figures
-from ..domain.state import RECOMMENDED_KIND, recommendation_key
+from ..domain.state import RECOMMENDED_KIND, recommendation_key, whole_count
 from ..domain.workload import validate_facts
 from ..engine.chaining import effects_of
 from ..lang import nodes
@@ -83,10 +83,6 @@ def unit_of(name: str) -> str:
     return spec[1] if spec else _RECOMMENDATION_UNITS.get(name, "")
 
 
-def _whole(value):
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> Plan:
     """The plan of a final state; `decider` is the rule that recommended (None when none did)."""
     params = ruleset.parameter_values
@@ -97,10 +93,10 @@ def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> P
     because = render_layers(decider.source.because, (state, params)) if decider is not None else ""
 
     def field(name):
-        return _whole(state.get(recommendation_key(name)))
+        return whole_count(state.get(recommendation_key(name)))
 
     return Plan(kind=field("kind"), nodes=field("nodes"),
-                gpus_per_node=field("gpus_per_node") or _whole(state.get("gpus_per_node")),
+                gpus_per_node=field("gpus_per_node") or whole_count(state.get("gpus_per_node")),
                 gpu=field("gpu") or state.get("gpu"), precision=field("precision"), pp=field("pp"), values=values,
                 because=because, time_to_result_days=state.get(TIME_FIGURE),
                 figures={name: own[name] for name in BUILD_FIGURES if name in own}, tp=field("tp"), dp=field("dp"),

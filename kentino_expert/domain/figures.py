@@ -22,7 +22,8 @@ from .scaling import calibrated_model
 from .vocabulary import INFERENCE_TASKS, PRECISIONS
 
 __all__ = ["AT_LEAST_ONE", "FIGURE_MAX", "FIGURE_SPECS", "PLAN_FIGURE_SPECS", "SIZING_PARAMETERS",
-           "SIZING_PARAMETER_RANGES", "Figure", "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure"]
+           "SIZING_PARAMETER_RANGES", "Figure", "compute_figures", "figure_groups", "figure_range", "figure_values", "checked_figure",
+           "plan_figures_checked"]
 
 def compute_figures(facts: dict, model: ModelSpec | None, gpu: GpuSpec | None, link: LinkSpec | None,
                     knowledge: Knowledge, params: dict) -> dict:
@@ -160,6 +161,20 @@ def _serving_loads(facts, model, gpu, knowledge, params) -> dict:
 def checked_figure(name: str, value, specs: dict = FIGURE_SPECS) -> Figure:
     """A checked figure (`_checked`) with its unit and description from `specs`."""
     return Figure(name, _checked(name, value), specs[name][1], specs[name][2])
+
+
+def plan_figures_checked(values: dict, specs: dict) -> dict:
+    """{name: Figure} of a recommended plan's figures, rounded as every figure but not held to a range: they
+    scale with the counts a rule chose (nodes, replicas), which `rules check` proves only finite. A figure the
+    counts make overflow is left out (the plan has no such figure, as a plan of an unknown model has none)."""
+    out = {}
+    for name, value in values.items():
+        if type(value) is float:
+            if not math.isfinite(value):
+                continue
+            value = _rounded(value)
+        out[name] = Figure(name, value, specs[name][1], specs[name][2])
+    return out
 
 
 def _checked(name: str, value):

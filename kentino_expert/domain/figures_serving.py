@@ -125,7 +125,8 @@ def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, d
         values[f"node_tokens_per_s_{precision}"] = found.node_tokens_per_s
     needed = max(serving_lane.replicas_needed(found, demand), _corpus_nodes(facts, values, precision))
     values[f"replicas_needed_{precision}"] = needed
-    values[f"throughput_nodes_{precision}"] = max(serving_lane.replicas_needed(found, replace(demand, concurrency=None)),
+    rate_only = replace(demand, concurrency=None)
+    values[f"throughput_nodes_{precision}"] = max(serving_lane.replicas_needed(found, rate_only),
                                                   _corpus_nodes(facts, values, precision))
     if "latency_demand_tokens_per_s" in values:
         values[f"latency_nodes_{precision}"] = max(1, math.ceil(facts["concurrency"] / found.node_requests))

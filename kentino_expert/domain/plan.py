@@ -13,11 +13,11 @@ from . import serving_model as physics
 from .catalog import Knowledge, ModelSpec
 from .deadlines import time_figures
 from .figure_specs import PLAN_FIGURE_SPECS
-from .figures import checked_figure
+from .figures import plan_figures_checked
 from .figures_serving import document_quote, serving_load
 from .figures_training import training_load_of
 from .sizing import estimated_model
-from .state import recommendation_key
+from .state import recommendation_key, whole_count
 from .vocabulary import INFERENCE_TASKS, TRAINING_TASKS
 
 UNIT_KINDS = ("multi-node-ib", "frontier")  # one TP x PP unit over all of the plan's nodes
@@ -74,12 +74,19 @@ def plan_figures(plan: Mapping, facts: Mapping, model: ModelSpec | None, knowled
         values["plan_gpu_memory_limit"] = params["workload_fraction_max"]
     if "plan_gpu_memory_gb" in values:
         values["plan_gpu_memory_fraction"] = values["plan_gpu_memory_gb"] / gpu.memory_gb
-    return {name: checked_figure(name, value, PLAN_FIGURE_SPECS) for name, value in values.items()}
+    return plan_figures_checked(values, PLAN_FIGURE_SPECS)
 
 
 def _count(plan: Mapping, field: str, default: int) -> int:
+    """A count of the plan as the answer states it (whole_count: a fraction rounds up; a count past 2**53 stays
+    a float, so the figures it scales overflow to inf and are left out instead of raising)."""
     value = plan.get(field)
-    return max(1, int(value)) if value else default
+    if not value:
+        return default
+    value = whole_count(value)
+    if abs(value) >= 2 ** 53:  # float arithmetic from here: an int this large would raise on the first float
+        value = float(value) if abs(value) < 1e308 else math.inf
+    return max(1, value)
 
 
 def _training_gpu_parts(plan, facts, model, gpu, knowledge, params) -> dict:

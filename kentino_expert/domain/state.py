@@ -2,6 +2,8 @@
 properties rules add (conclusions, recommendation fields, warning keys), with their types."""
 from __future__ import annotations
 
+import math
+
 from ..lang.valuetypes import BOOL, NUMBER, TEXT, enum_of
 from .vocabulary import KINDS, LATENCIES, PRECISIONS, TASKS, TENANCIES
 
@@ -37,6 +39,15 @@ WARNING_PREFIX = "warn__"
 def recommendation_key(field: str) -> str:
     """The state property that holds a field of the recommendation (`kind` -> `recommended_kind`)."""
     return RECOMMENDATION_PREFIX + field
+
+
+def whole_count(value):
+    """A recommendation field as the answer states it: a count a rule computed as a fraction rounds up (2.5
+    nodes are 3 to buy, never 2), a whole float is an int, anything else is as it was. A float past 2**53 is
+    whole already and stays a float, so the plan's arithmetic on it overflows to inf, not to an exception."""
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 2.0 ** 53:
+        return math.ceil(value)
+    return value
 
 
 def warning_key(code: str) -> str:
