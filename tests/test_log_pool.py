@@ -179,10 +179,11 @@ def test_connections_find_a_silent_peer_dead_unless_the_url_says_otherwise(pg_ta
 def test_the_listener_reads_the_active_set_again_without_a_notification(pg_target):
     """A LISTEN connection that hears nothing (a NAT dropped it silently) does not leave a replica on an old rule
     set for good: the active set is read again after each quiet interval, not only on NOTIFY."""
-    from kentino_expert.decisions.published import Listener
+    from kentino_expert.decisions.replicas import Listener
     log = open_log(pg_target)
     calls = []
-    listener = Listener(log, lambda: calls.append(time.monotonic()), recheck_seconds=0.2).start()
+    listener = Listener(log, "quiet-replica", lambda: calls.append(time.monotonic()), lambda: (None, "none", ""),
+                        recheck_seconds=0.2).start()
     try:
         wait_until(lambda: len(calls) >= 3, 30, "two reads after the first, with no NOTIFY sent")
     finally:
