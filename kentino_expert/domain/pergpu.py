@@ -215,11 +215,13 @@ def training_sharding(load: TrainingLoad, gpus: int, limit_gb: float) -> str:
 def training_nodes(load: TrainingLoad, gpus_per_node: int, limit_gb: float) -> int | None:
     """Nodes whose GPUs hold the job within `limit_gb` each: one when it fits one node as it is (FSDP, each GPU
     its own sequence), else the fewest over all their GPUs as a multi-node plan lays it out: TP inside each node
-    splits a sequence's activations over its GPUs (sequence parallel), the states sharded over every GPU (None
+    splits a sequence's activations over its GPUs (sequence parallel), the states sharded over every GPU, two nodes
+    at least (None
     when the gathered module and that share of the activations alone exceed the limit: no count holds it)."""
     if load.gpu_gb(gpus_per_node, training_sharding(load, gpus_per_node, limit_gb)) <= limit_gb:
         return 1
     room = limit_gb - load.gathered_gb - load.tokens_gb / gpus_per_node
     if room <= 0:
         return None
-    return max(1, math.ceil(load.states_gb / (gpus_per_node * room)))
+    # two at least: one node is sized as it is above (each GPU its own sequence), and did not hold it
+    return max(2, math.ceil(load.states_gb / (gpus_per_node * room)))
