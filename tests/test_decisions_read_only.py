@@ -5,9 +5,9 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from kentino_expert.decisions.schema import SCHEMA_VERSION
 from kentino_expert.cli.main import main
 from kentino_expert.decisions.connect import open_log
+from kentino_expert.decisions.schema import SCHEMA_VERSION
 from kentino_expert.decisions.sqlite import SqliteDecisionLog
 
 CHAT = {"task": "inference", "model": "llama-3.1-70b"}
