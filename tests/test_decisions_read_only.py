@@ -45,6 +45,7 @@ def test_an_unwritable_log_of_an_older_version_says_it_must_be_migrated(tmp_path
         raw.execute("ALTER TABLE decisions DROP COLUMN instance")
     _refuse_writing(monkeypatch)
     result = CliRunner().invoke(main, ["decisions", "list", "--db", db])
-    assert result.exit_code == 2 and f"schema version 2 must be migrated to {SCHEMA_VERSION}" in result.output, result.output
+    expected = f"schema version 2 must be migrated to {SCHEMA_VERSION}"
+    assert result.exit_code == 2 and expected in result.output, result.output
     assert "(cannot open for writing: unable to open database file): read a writable copy" in result.output
     assert len(result.output.splitlines()) == 1
