@@ -210,7 +210,7 @@ class TestPrintableErrors:
         ("task: inference\nmodel: a\x07b\n", "2:9", "unacceptable character #x0007"),
         ("task: inference\nmodel: ščť\x07\n", "2:11", "unacceptable character #x0007"),
         ("a:\n  b: 1\n c: 2\n", "3:2", "indentation: line 3 is indented 1 space"),
-        ("a: [1, 2\nb: 3\n", "2:2", "(while parsing a flow sequence at 1:4)"),
+        ("a: [1, 2\nb: 3\n", "1:4", "an unclosed ["),
         ("a: &x 1\nb: &x 2\n", "2:4", "first occurrence at 1:4"),
     ])
     def test_yaml_errors_are_one_located_line(self, monkeypatch, loader, text, where, fragment):

@@ -80,7 +80,7 @@ class TestRulesCheck:
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2 and "Traceback" not in result.output
         lines = [line for line in result.output.splitlines() if ": E" in line]
-        assert lines == ["rules/parameters.yaml:5:3: E032: parameter 'min_multi_nodes' is missing: the sizing uses "
+        assert lines == [f"{rules_copy}/parameters.yaml:5:3: E032: parameter 'min_multi_nodes' is missing: the sizing uses "
                          "it (kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS)"], result.output
 
     def test_missing_sizing_parameters_in_an_empty_list_stand_at_the_file_start(self, rules_copy):
@@ -88,7 +88,7 @@ class TestRulesCheck:
         (rules_copy / "parameters.yaml").write_text("parameters: {}\n")
         result = cli("rules", "check", "--rules", rules_copy)
         lines = [line for line in result.output.splitlines() if ": E032: " in line]
-        assert lines and all(line.startswith("rules/parameters.yaml:1:1: E032: ") for line in lines), result.output
+        assert lines and all(line.startswith(f"{rules_copy}/parameters.yaml:1:1: E032: ") for line in lines), result.output
 
     @pytest.mark.parametrize("name", ["extra.yml", "EXTRA.YAML", "more/extra.yaml"])
     def test_a_rule_file_that_is_not_read_is_a_warning(self, rules_copy, name):
@@ -409,17 +409,19 @@ class TestDiff:
         the whole node: each changed field, old and new, in the text and in JSON."""
         _edit(rules_copy / "flow.yaml", "tp: tp_fp8, dp: gpus_per_node / tp_fp8}", "tp: gpus_per_node, dp: 1}")
         scenario = "inference llama-3.1-70b rtx-pro-6000 64"
-        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy)
-        line = next(line for line in result.output.splitlines() if line.startswith(f"{scenario}:"))
-        assert '(rules: -; also: tp 2 -> 8, dp 4 -> 1, summary "… KV: one node, done (TP=2 per replica, 65% of ' \
-               'eac…" -> "… KV: one node, done (TP=8 per replica, 65% of eac…")' in line, line
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
         row = next(row for row in json.loads(result.output)["changed"] if row["scenario"] == scenario)
-        assert row["also_changed"] == ["tp", "dp", "summary"]
-        assert {name: row["changed_values"][name] for name in ("tp", "dp")} == {"tp": {"old": 2, "new": 8},
-                                                                              "dp": {"old": 4, "new": 1}}
-        summary = row["changed_values"]["summary"]
-        assert "(TP=2 per replica" in summary["old"] and "(TP=8 per replica" in summary["new"]
+        # the alternatives' single-node FP8 plans are the edited rule's too
+        assert row["also_changed"][:3] == ["tp", "dp", "summary"]
+        assert all(name.startswith("alternative ") for name in row["also_changed"][3:]), row
+        values = row["changed_values"]
+        old_tp, old_dp = values["tp"]["old"], values["dp"]["old"]
+        assert (values["tp"]["new"], values["dp"]["new"], old_tp * old_dp) == (8, 1, 8) and old_tp < 8
+        assert f"(TP={old_tp} per replica" in values["summary"]["old"] and "(TP=8 per replica" in values["summary"]["new"]
+        result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy)
+        line = next(line for line in result.output.splitlines() if line.startswith(f"{scenario}:"))
+        assert f"(rules: -; also: tp {old_tp} -> 8, dp {old_dp} -> 1, summary " in line, line
+        assert f'"… KV: one node, done (TP={old_tp} per replica' in line, line
 
     def test_a_changed_sentence_shows_the_part_that_moved(self, rules_copy):
         """A warning's message, old and new, by the words that changed (a whole sentence would fill the line)."""
@@ -440,7 +442,7 @@ class TestDiff:
     def test_an_alternatives_figure_change_is_reported(self, rules_copy):
         """Dropping a figure from selection.yaml's `shown` changes the alternatives every answer lists."""
         rows = _changed_rows(rules_copy, "selection.yaml",
-                             'shown: [time_to_result_days, "workload_fraction_{precision}", ',
+                             "shown: [time_to_result_days, output_tokens_per_s, ",
                              "shown: [time_to_result_days, ")
         row = next(c for c in rows if c["scenario"] == "inference llama-3.1-8b any-card 8")
         assert "alternative l40 x8" in row["also_changed"], row

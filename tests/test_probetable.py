@@ -53,7 +53,7 @@ BROKEN = [
     ("probes:\n  training_tokens: [10B, ten]\n", r"probes.training_tokens\[1\]: 'ten' is not a token count", 2),
     ("probes:\n  concurrency: [true]\n", r"probes.concurrency\[0\]: ", 2),
     ("probes: [1, 2]\n", "expected a top-level 'probes:' mapping", 1),
-    ("probes:\n  concurrency: [1, 2\n", "YAML", 3),
+    ("probes:\n  concurrency: [1, 2\n", "an unclosed \\[", 2),
     ("probes:\n  concurrency: [" + ", ".join(["1"] * (MAX_PROBE_VALUES + 1)) + "]\n",
      f"probes.concurrency: {MAX_PROBE_VALUES + 1} values, at most {MAX_PROBE_VALUES}", 2),
 ]

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 
 from ..domain.derive import apply_defaults
 from ..domain.state import flatten_facts
-from ..domain.workload import Workload
+from ..domain.workload import MAX_GPUS_PER_NODE, Workload
 from ..errors import KentinoError
 from ..lang.semantics import truth_of
 from ..lang.templates import render_layers
 from ..ruleset.compiler import RuleSet
+from ..ruleset.ranges import PER_NODE_COUNTS
 from ..ruleset.selection import SelectionPolicy, expand_shown
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
@@ -239,8 +240,8 @@ def _switch_state(ranked: list[Judged], chosen: Judged, params) -> dict:
         state["named_test"] = named.failing.id
     for name, value in (("named_gpus_per_node", plan.gpus_per_node), ("named_kind", plan.kind),
                         ("named_nodes", plan.nodes)):
-        if value is not None:
-            state[name] = value
+        if value is not None and not (name in PER_NODE_COUNTS and value > MAX_GPUS_PER_NODE):
+            state[name] = value  # a count above the box bound is left out: rules' arithmetic is proven on it
     return state
 
 
@@ -257,8 +258,8 @@ def _nothing_works_state(ranked: list[Judged], params) -> dict:
                         ("closest_gpus_per_node", plan.gpus_per_node), ("closest_tp", plan.tp),
                         ("closest_pp", plan.pp), ("closest_dp", plan.dp),
                         ("closest_interconnect", plan.interconnect)):
-        if value is not None:
-            state[name] = value
+        if value is not None and not (name in PER_NODE_COUNTS and value > MAX_GPUS_PER_NODE):
+            state[name] = value  # a count above the box bound is left out: rules' arithmetic is proven on it
     return state
 
 

@@ -12,7 +12,7 @@ import math
 
 from ..domain.figures import FIGURE_MAX, figure_range
 from ..domain.state import recommendation_key
-from ..domain.workload import Workload
+from ..domain.workload import MAX_GPUS_PER_NODE, Workload
 from ..lang.fold import fold
 from ..lang.intervals import ANY_FINITE, EVERYTHING, Interval, Overflow, interval_of
 from ..lang.valuetypes import NUMBER
@@ -20,6 +20,8 @@ from ..lang.valuetypes import finite_number as _number
 
 SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node",
                            "closest_tp", "closest_pp", "closest_dp"})
+# counts within one box: the search drops a closest plan's count above the box bound (answer/search.py)
+PER_NODE_COUNTS = frozenset({"named_gpus_per_node", "closest_gpus_per_node", "closest_tp"})
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
               "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
 
@@ -88,6 +90,8 @@ class Ranges:
             return self.concluded.get(name, EVERYTHING)
         if origin == "recommendation":
             return self.recommended.get(name, ANY_FINITE)
+        if name in PER_NODE_COUNTS:
+            return Interval(1.0, float(MAX_GPUS_PER_NODE), True)
         if name in SEARCH_COUNTS:  # the build search's counts of a plan it weighed: whole, at least one
             return Interval(1.0, FIGURE_MAX, True)
         return EVERYTHING
