@@ -157,6 +157,9 @@ def _document_lane(values, facts, model, gpu, gpus, precision, knowledge) -> Non
     values[f"throughput_nodes_{precision}"] = values[f"replicas_needed_{precision}"]
     if "latency_demand_tokens_per_s" in values:
         values[f"latency_nodes_{precision}"] = sizing.replicas_needed(values["latency_demand_tokens_per_s"], per_node)
+        # the quote's users per node: its tokens/s at each user's target speed
+        values[f"requests_in_target_per_node_{precision}"] = max(
+            1, math.floor(per_node / values["latency_target_tokens_per_s"]))
 
 
 def replica_figures(values: dict, facts: dict, loads: dict, gpu: GpuSpec, gpus: int) -> None:
