@@ -44,6 +44,8 @@ _SUMMARY = {
                                    "(data-parallel across all {gpus} GPUs, sharded inside each node).",
     "frontier": "This is frontier work: {nodes} nodes on {interconnect} or SXM-class hardware; Kentino can build "
                 "the IB side, but most who ask need not do this work themselves.",
+    "frontier-without-fabric": "This is frontier work: {nodes} node(s) of {gpus_per_node} x {gpu} at the least, or "
+                               "SXM-class hardware; most who ask need not do this work themselves.",
 }
 
 
@@ -89,6 +91,8 @@ def _summary_key(kind: str, values: dict) -> str:
         return "multi-node-ib-data-parallel"
     if kind == "multi-node-ib" and (values.get("dp") or 1) > 1:
         return "multi-node-ib-of-units"
+    if kind == "frontier" and not values.get("interconnect"):
+        return "frontier-without-fabric"  # the closest build was replicas or one node: no fabric to name
     return kind
 
 

@@ -37,6 +37,7 @@ class Plan:
     tp: int | None = None
     dp: int | None = None
     interconnect: str | None = None
+    replicas: int | None = None
 
     @property
     def kind_class(self) -> str | None:
@@ -100,7 +101,7 @@ def plan_from(final: dict, decider, ruleset: RuleSet, knowledge: Knowledge) -> P
                 gpu=field("gpu") or state.get("gpu"), precision=field("precision"), pp=field("pp"), values=values,
                 because=because, time_to_result_days=state.get(TIME_FIGURE),
                 figures={name: own[name] for name in BUILD_FIGURES if name in own}, tp=field("tp"), dp=field("dp"),
-                interconnect=state.get(recommendation_key("interconnect")))
+                interconnect=state.get(recommendation_key("interconnect")), replicas=field("replicas"))
 
 
 class EngineEvaluator:

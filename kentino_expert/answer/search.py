@@ -256,7 +256,7 @@ def _nothing_works_state(ranked: list[Judged], params) -> dict:
     plan = closest.plan
     for name, value in (("closest_nodes", plan.nodes), ("closest_precision", plan.precision),
                         ("closest_gpus_per_node", plan.gpus_per_node), ("closest_tp", plan.tp),
-                        ("closest_pp", plan.pp), ("closest_dp", plan.dp),
+                        ("closest_pp", plan.pp), ("closest_dp", plan.dp), ("closest_replicas", plan.replicas),
                         ("closest_interconnect", plan.interconnect)):
         if value is not None and not (name in PER_NODE_COUNTS and value > MAX_GPUS_PER_NODE):
             state[name] = value  # a count above the box bound is left out: rules' arithmetic is proven on it

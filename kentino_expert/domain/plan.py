@@ -122,7 +122,9 @@ def _layout(plan, gpus: int) -> tuple[int, int, int]:
     """(tp, pp, units) of a serving plan: a plan over nodes that names no PP is TP x PP units of `unit_nodes`
     (the scale-out unit), or one unit; replicas of one node each otherwise."""
     nodes = _count(plan, "nodes", 1)
-    pp = _count(plan, "pp", min(nodes, _count(plan, "unit_nodes", nodes)) if plan.get("kind") in UNIT_KINDS else 1)
+    # replicas without a PP are single-node replicas whatever the kind (frontier work quoting such a closest build)
+    spans = plan.get("kind") in UNIT_KINDS and not plan.get("replicas")
+    pp = _count(plan, "pp", min(nodes, _count(plan, "unit_nodes", nodes)) if spans else 1)
     units = _count(plan, "replicas", max(1, nodes // pp))
     return min(_count(plan, "tp", gpus), gpus), pp, units
 

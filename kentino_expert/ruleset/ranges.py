@@ -19,7 +19,7 @@ from ..lang.valuetypes import NUMBER
 from ..lang.valuetypes import finite_number as _number
 
 SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node",
-                           "closest_tp", "closest_pp", "closest_dp"})
+                           "closest_tp", "closest_pp", "closest_dp", "closest_replicas"})
 # counts within one box: the search drops a closest plan's count above the box bound (answer/search.py)
 PER_NODE_COUNTS = frozenset({"named_gpus_per_node", "closest_gpus_per_node", "closest_tp"})
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
