@@ -29,8 +29,10 @@ def provisional_lines(questions) -> list[str]:
     for question in questions:
         q = question if isinstance(question, dict) else question.model_dump(mode="json")
         ask = f": {q['ask']}" if q.get("ask") else ""
+        # a question is asked only when some value changes the build (rank_questions): without another kind,
+        # it is the nodes, the card or the precision that moves
         leads = (f"could lead to {', '.join(q['alternatives'])}" if q.get("alternatives")
-                 else "no value tried changes the kind")
+                 else "some value changes the nodes, card or precision, not the kind")
         out.append(f"{q['fact']}{ask} ({leads})")
     return out
 
