@@ -189,7 +189,8 @@ def test_the_checker_catches_a_false_memory_cause(expert):
     assert _claim_violations("x", "Weights + KV cache use 95% of VRAM at FP8, under 90%.", figures)
     assert _claim_violations("x", "FP8 weights take 55% of VRAM, above the comfortable 60%.", figures)
     assert _claim_violations("x", "Naive TP across nodes projects 0.60 < 0.60.", figures)
-    claim = "Demand of 3,000 tokens/s from {} requests in flight needs {} nodes: each gives 1,250 tokens/s to 8 requests"
+    claim = ("Demand of 3,000 tokens/s from {} requests in flight needs {} nodes: "
+             "each gives 1,250 tokens/s to 8 requests")
     assert _claim_violations("x", claim.format(16, 5), figures)
     assert not _claim_violations("x", claim.format(16, 3), figures)
     assert not _claim_violations("x", claim.format(32, 4), figures)

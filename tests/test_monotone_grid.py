@@ -74,17 +74,25 @@ def key(facts: dict) -> tuple:
     return tuple(sorted(facts.items()))
 
 
-def named_plan(answer, facts: dict) -> tuple[int, int, str, bool]:
-    """(GPUs, nodes, kind, works) of the build the buyer named: the recommendation (it works unless it is frontier
-    work), or its alternative when the search moved to another card."""
+def named_plan(answer, facts: dict) -> tuple[int, int, str, bool, str]:
+    """(GPUs, nodes, kind, works, precision) of the build the buyer named: the recommendation (it works unless it
+    is frontier work), or its alternative when the search moved to another card."""
     rec, build = answer.recommendation, (facts["gpu"], facts["gpus_per_node"])
     if (rec.gpu, rec.gpus_per_node) == build:
         nodes = rec.nodes or 1
-        return nodes * rec.gpus_per_node, nodes, rec.kind, rec.kind != "frontier"
+        return nodes * rec.gpus_per_node, nodes, rec.kind, rec.kind != "frontier", rec.precision
     named = [alt for alt in answer.alternatives if (alt.gpu, alt.gpus_per_node) == build]
     assert named, f"the named build is neither the recommendation nor an alternative: {facts}"
     nodes = named[0].nodes or 1
-    return nodes * named[0].gpus_per_node, nodes, named[0].kind, bool(named[0].works)
+    return nodes * named[0].gpus_per_node, nodes, named[0].kind, bool(named[0].works), named[0].precision
+
+
+def preferred_precision(task: str, bigger: str, smaller: str) -> bool:
+    """Whether the bigger card's build serves at a precision selection.yaml prefers to the smaller card's: a card
+    that holds the model at FP8 where a smaller one needed INT4 may take more nodes for the better answers, so
+    the two node counts are not like for like."""
+    order = list(EXPERT.ruleset.selection.precisions.get(task, ()))
+    return bigger in order and smaller in order and order.index(bigger) < order.index(smaller)
 
 
 def memory_breach(answer, facts: dict) -> str | None:
@@ -141,12 +149,12 @@ def test_a_bigger_card_never_needs_more_nodes(grid):
     pairs = dominant_pairs()
     assert ("rtx-pro-6000", "l40") in pairs and ("rtx-pro-6000", "rtx-5090") not in pairs
     broken = []
-    for facts_key, (_, nodes, kind, works, _) in grid.items():
+    for facts_key, (_, nodes, kind, works, precision, _) in grid.items():
         facts = dict(facts_key)
         for bigger, smaller in pairs:
             if facts["gpu"] == smaller and works:
                 other = grid[key({**facts, "gpu": bigger})]
-                if other[3] and other[1] > nodes:
+                if other[3] and other[1] > nodes and not preferred_precision(facts["task"], other[4], precision):
                     broken.append(f"{facts}: {smaller} {kind} {nodes} nodes, {bigger} {other[2]} {other[1]}")
     assert not broken, f"{len(broken)} violations, e.g. {broken[:5]}"
 
@@ -163,17 +171,18 @@ def test_a_bigger_card_never_needs_more_nodes_anywhere(model, shape, latency, ta
     nodes = {}
     for card in CARDS:
         facts = {**base, "gpu": card}
-        _, count, _, works = named_plan(EXPERT.recommend(facts), facts)
+        _, count, _, works, precision = named_plan(EXPERT.recommend(facts), facts)
         if works:
-            nodes[card] = count
+            nodes[card] = (count, precision)
     broken = [(bigger, nodes[bigger], smaller, nodes[smaller]) for bigger, smaller in dominant_pairs()
-              if bigger in nodes and smaller in nodes and nodes[bigger] > nodes[smaller]]
+              if bigger in nodes and smaller in nodes and nodes[bigger][0] > nodes[smaller][0]
+              and not preferred_precision(task, nodes[bigger][1], nodes[smaller][1])]
     assert not broken, f"{base}: {broken}"
 
 
 def test_no_plan_fills_a_gpu_past_the_limit(grid):
     """Every recommended plan of the grid, frontier included, keeps each GPU within the rules' memory limit."""
-    broken = [f"{dict(k)}: {v[4]}" for k, v in grid.items() if v[4] is not None]
+    broken = [f"{dict(k)}: {v[5]}" for k, v in grid.items() if v[5] is not None]
     assert not broken, f"{len(broken)} violations, e.g. {broken[:5]}"
 
 
@@ -183,7 +192,7 @@ def test_a_drop_in_gpus_would_be_seen():
     facts = {"task": "full-finetune", "model": "llama-3.1-70b", "gpu": "rtx-5090", "gpus_per_node": 8}
     answer = EXPERT.recommend(facts)
     assert answer.recommendation.gpu != "rtx-5090"
-    gpus, nodes, kind, _ = named_plan(answer, facts)
+    gpus, nodes, kind, _, _ = named_plan(answer, facts)
     assert kind == "frontier" and gpus == nodes * 8 > (answer.recommendation.nodes or 1) * 8
 
 

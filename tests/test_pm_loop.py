@@ -80,15 +80,16 @@ class TestRulesCheck:
         result = cli("rules", "check", "--rules", rules_copy)
         assert result.exit_code == 2 and "Traceback" not in result.output
         lines = [line for line in result.output.splitlines() if ": E" in line]
-        assert lines == [f"{rules_copy}/parameters.yaml:5:3: E032: parameter 'min_multi_nodes' is missing: the sizing uses "
-                         "it (kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS)"], result.output
+        assert lines == [f"{rules_copy}/parameters.yaml:5:3: E032: parameter 'min_multi_nodes' is missing: "
+                         "the sizing uses it (kentino_expert/domain/figure_specs.py, SIZING_PARAMETERS)"], result.output
 
     def test_missing_sizing_parameters_in_an_empty_list_stand_at_the_file_start(self, rules_copy):
         """With `parameters: {}` each missing sizing parameter is an E032 at 1:1, never a line-less diagnostic."""
         (rules_copy / "parameters.yaml").write_text("parameters: {}\n")
         result = cli("rules", "check", "--rules", rules_copy)
         lines = [line for line in result.output.splitlines() if ": E032: " in line]
-        assert lines and all(line.startswith(f"{rules_copy}/parameters.yaml:1:1: E032: ") for line in lines), result.output
+        start = f"{rules_copy}/parameters.yaml:1:1: E032: "
+        assert lines and all(line.startswith(start) for line in lines), result.output
 
     @pytest.mark.parametrize("name", ["extra.yml", "EXTRA.YAML", "more/extra.yaml"])
     def test_a_rule_file_that_is_not_read_is_a_warning(self, rules_copy, name):
@@ -417,7 +418,8 @@ class TestDiff:
         values = row["changed_values"]
         old_tp, old_dp = values["tp"]["old"], values["dp"]["old"]
         assert (values["tp"]["new"], values["dp"]["new"], old_tp * old_dp) == (8, 1, 8) and old_tp < 8
-        assert f"(TP={old_tp} per replica" in values["summary"]["old"] and "(TP=8 per replica" in values["summary"]["new"]
+        assert f"(TP={old_tp} per replica" in values["summary"]["old"]
+        assert "(TP=8 per replica" in values["summary"]["new"]
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy)
         line = next(line for line in result.output.splitlines() if line.startswith(f"{scenario}:"))
         assert f"(rules: -; also: tp {old_tp} -> 8, dp {old_dp} -> 1, summary " in line, line

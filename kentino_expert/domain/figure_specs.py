@@ -184,7 +184,8 @@ FIGURE_SPECS: dict[str, tuple[object, str, str]] = {
     "training_sharding_at_nodes": (enum_of(SHARDINGS), "", "how the GPUs of training_nodes nodes hold the state: "
                                    "training_sharding on one node, fsdp (FSDP / ZeRO-3) over more"),
     "training_gpu_state_gb_at_nodes": (NUMBER, "GB", "training state of each GPU on training_nodes nodes (FSDP / "
-                                       "ZeRO-3 over all their GPUs beyond one node)"),
+                                       "ZeRO-3 over all their GPUs beyond one node, TP inside each node "
+                                       "splitting a sequence's activations)"),
     "qlora_state_gb": (NUMBER, "GB", "the training state of the same LoRA job as QLoRA (4-bit frozen base)"),
     "qlora_state_fraction": (NUMBER, "of node VRAM", "QLoRA training state / node VRAM"),
     "qlora_sharding": (enum_of(SHARDINGS), "", "how one node's GPUs hold the same job's state as QLoRA"),

@@ -52,7 +52,9 @@ def training_figures(values: dict, facts: dict, model: ModelSpec, gpu: GpuSpec, 
     values["training_sharding_at_nodes"] = sharding if nodes == 1 else pergpu.SHARDED
     if nodes is not None:  # absent when no count of nodes holds the job (its largest module overflows a GPU)
         values["training_nodes"] = nodes
-        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, values["training_sharding_at_nodes"])
+        # as training_nodes lays a multi-node job out: TP inside each node splits a sequence's activations
+        values["training_gpu_state_gb_at_nodes"] = load.gpu_gb(nodes * gpus, values["training_sharding_at_nodes"],
+                                                               gpus if nodes > 1 else 1)
     if facts.get("task") == "lora":  # what the same job needs as QLoRA: the rules may switch to it
         _qlora_figures(values, facts, model, gpu, gpus, knowledge, params)
     values["training_precision"] = "fp8" if facts.get("precision") == "fp8" else "bf16"

@@ -168,9 +168,10 @@ class TrainingLoad:
         return {"states": self.states_gb / gpus_total if sharded else self.states_gb,
                 "gathered": self.gathered_gb if sharded else 0.0, "activations": self.tokens_gb / tp}
 
-    def gpu_gb(self, gpus_total: int, sharding: str) -> float:
-        """Memory of each GPU of a job over `gpus_total` GPUs, with the states sharded (fsdp) or not (none)."""
-        return sum(self.gpu_parts(gpus_total, sharding).values())
+    def gpu_gb(self, gpus_total: int, sharding: str, tp: int = 1) -> float:
+        """Memory of each GPU of a job over `gpus_total` GPUs, with the states sharded (fsdp) or not (none), each
+        sequence's activations split `tp` ways."""
+        return sum(self.gpu_parts(gpus_total, sharding, tp).values())
 
 
 def training_load(task: str, model: ModelSpec, constants: dict, sequence_tokens: float) -> TrainingLoad:

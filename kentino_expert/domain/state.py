@@ -28,7 +28,8 @@ SEARCH_TYPES: dict[str, object] = {
     "named_nodes": NUMBER, "named_reason": TEXT, "named_test": TEXT,
     # when no build the search weighed works: the closest one, the `works` test it fails and why
     "no_build_works": BOOL, "closest_gpu": TEXT, "closest_gpus_per_node": NUMBER, "closest_nodes": NUMBER,
-    "closest_tp": NUMBER, "closest_pp": NUMBER, "closest_dp": NUMBER, "closest_replicas": NUMBER, "closest_interconnect": TEXT,
+    "closest_tp": NUMBER, "closest_pp": NUMBER, "closest_dp": NUMBER, "closest_replicas": NUMBER,
+    "closest_interconnect": TEXT,
     "closest_precision": enum_of(PRECISIONS), "closest_test": TEXT, "closest_reason": TEXT,
 }
 
