@@ -20,6 +20,43 @@ SCENARIOS = ROOT / "tests" / "scenarios" / "reference.yaml"
 PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
 
 
+# The tests the fast tier (`python3 -m pytest -m "not slow"`, the inner loop) leaves out, by file, each for
+# what makes it slow: real parts started (server processes, Chromium, HAProxy, PostgreSQL) or a grid of
+# thousands of answers. The README's test command runs them all; so does CI.
+SLOW_FILES = {
+    "test_charts_layout.py": "Chromium measures every chart text",
+    "test_charts_report.py": "Chromium renders the HTML reports",
+    "test_ui.py": "Chromium drives the decision browser",
+    "test_deploy_files.py": "HAProxy, PostgreSQL and server processes from the deployment files",
+    "test_replicas.py": "HAProxy and two replica processes on PostgreSQL",
+    "test_service_limits.py": "server processes under load, behind HAProxy",
+    "test_service_live.py": "a live server process",
+    "test_env_config.py": "server processes configured by the environment",
+    "test_hostile_live.py": "hostile rule sets against a live server",
+    "test_mcp_http.py": "a live server's MCP endpoint",
+    "test_metrics.py": "a live server's metrics",
+    "test_one_rule_set.py": "replicas on PostgreSQL",
+    "test_published.py": "rule sets published to replicas",
+    "test_monotone_grid.py": "a grid of more than 10,000 answers",
+    "test_pergpu_grid.py": "a grid of per-GPU figures over every build",
+    "test_openapi_fuzz.py": "schemathesis against the OpenAPI document",
+    "test_install.py": "a wheel built and installed into a fresh venv",
+}
+SLOW_TESTS = {  # single tests of otherwise fast files
+    "test_html_renders_in_headless_chromium": "Chromium renders the explanation",
+    "test_the_compact_view_of_every_workload_of_a_grid_fits": "a grid of answers",
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Marks the tests of SLOW_FILES and SLOW_TESTS, and every test run on PostgreSQL, `slow`."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS
+                or "postgresql" in params.values()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _reset_engine_state():
     """Every test starts without the process-wide expert (its durable session counter and handles), and with no

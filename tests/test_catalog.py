@@ -38,6 +38,25 @@ class TestCatalog:
         """Aliases resolve to the catalog id, in any case."""
         assert K.model(alias.upper()).id == model_id
 
+    @pytest.mark.parametrize("written,model_id", [
+        ("Llama 3.1 70B", "llama-3.1-70b"), ("qwen3 235b", "qwen3-235b-a22b"), ("Qwen2.5 32B", "qwen2.5-32b"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+        ("DeepSeek R1", "deepseek-r1"), ("gpt_oss_120b", "gpt-oss-120b")])
+    def test_names_as_people_write_them(self, written, model_id):
+        """A model written with spaces, a repository owner, a vendor prefix or an -Instruct suffix is its catalog
+        entry (issue 27 item 6: the ask text's own example, "Llama 3.1 70B", was an unknown model)."""
+        assert K.model(written).id == model_id
+
+    def test_cards_as_people_write_them(self):
+        """A card written as its data sheet names it is the catalog's card."""
+        assert K.gpu("RTX PRO 6000").id == "rtx-pro-6000" and K.gpu("rtx 5090").id == "rtx-5090"
+
+    @pytest.mark.parametrize("written", ["llama", "70b", "Llama 3.1", "Llama 3.1 7B"])
+    def test_a_loose_name_of_no_single_entry_is_unknown(self, written):
+        """A loose name that fits no entry, or is a prefix of several, stays an unknown model with a suggestion."""
+        with pytest.raises(Exception, match="unknown model"):
+            K.model(written)
+
     @pytest.mark.parametrize("model_id", sorted(K.models))
     def test_every_field_set_has_a_source(self, model_id):
         """Every field an entry sets is named by one of its `sources` keys, or the entry's `source` covers it all

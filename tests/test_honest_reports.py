@@ -75,6 +75,18 @@ def test_cli_text_says_why_the_answer_is_provisional(expert, tmp_path):
     assert f"could lead to {', '.join(leading.alternatives)}" in result.output
 
 
+def test_a_question_that_moves_only_the_nodes_says_how_far(expert):
+    """A RAG service's prompt length, not given, moves the purchase from the nodes of the 1k prompt assumed to
+    those of a long one: the question says the spread of nodes the values tried need, as its probes found it."""
+    facts = {"task": "inference", "model": "llama-3.3-70b", "qps": 2, "context_tokens": 131072, "concurrency": 16,
+             "latency": "production"}
+    result = CliRunner().invoke(main, ["recommend", "-"], input=json.dumps(facts))
+    question = next(q for q in rank_questions(expert, facts) if q.fact == "prompt_tokens")
+    nodes = sorted({probe.nodes for probe in question.probes})
+    assert not question.alternatives and nodes[-1] >= 6 * nodes[0], nodes
+    assert f"not the kind: the values tried need {nodes[0]:,} to {nodes[-1]:,} nodes" in result.output
+
+
 def test_cli_text_of_a_final_answer_has_no_provisional_section(expert):
     """With every fact given the answer is final and says nothing about missing facts."""
     result = CliRunner().invoke(main, ["recommend", "-"], input=json.dumps(FINAL))

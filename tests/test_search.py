@@ -97,6 +97,32 @@ class TestSelection:
         kinds = {a.gpu: a.kind for a in answer.alternatives}
         assert answer.recommendation.kind == "multi-node-ib" and kinds["rtx-5090"] == "frontier"
 
+    def test_lighter_kind_beats_the_flows_precision_on_another_card(self, expert):
+        """DeepSeek-R1 for 32 users at 32k: replicas of one Pro 6000 node at the 4-bit precision the search tried
+        come before L40 units of three nodes over InfiniBand at the flow's FP8 (the review's expert sells one
+        node at 4-bit; the search had sold 6 L40 nodes with a fabric)."""
+        answer = expert.recommend({"task": "inference", "model": "deepseek-r1", "concurrency": 32,
+                                   "context_tokens": 32768, "latency": "interactive"})
+        rec = answer.recommendation
+        assert (rec.gpu, rec.kind, rec.precision) == ("rtx-pro-6000", "dp-replicas", "int4") and rec.nodes <= 2
+        l40 = next(alt for alt in answer.alternatives if alt.gpu == "l40")
+        assert l40.works and l40.precision == "fp8" and l40.nodes > rec.nodes
+
+    def test_a_405b_batch_asked_at_fp8_crosses_the_node_boundary(self, expert):
+        """A 405B batch job asked at FP8 runs at FP8 in TP x PP units, the cliff's other way (H-CLIFF-405B), on
+        fewer nodes than the INT4 replicas it was quantized to against the buyer's word (the review's expert
+        sells 8-13 FP8 nodes; Kentino sold 35 INT4 nodes with a precision-not-as-asked warning)."""
+        facts = {"task": "batch-inference", "model": "llama-3.1-405b", "corpus_tokens": "10B", "deadline_days": 7,
+                 "generated_share": 0.2}
+        asked, free = expert.recommend({**facts, "precision": "fp8"}), expert.recommend(facts)
+        rec = asked.recommendation
+        layout = rec.parallelism
+        assert (rec.precision, layout.tp, layout.dp) == ("fp8", 8, rec.replicas) and layout.pp >= 2
+        assert rec.interconnect is not None and rec.nodes == rec.replicas * layout.pp
+        assert "precision-not-as-asked" not in {w.code for w in asked.warnings}
+        assert rec.nodes < free.recommendation.nodes and free.recommendation.precision == "int4"
+        assert asked.figures["time_to_result_days"].value <= 7
+
     def test_alternatives_are_one_per_other_card(self, expert):
         """The chosen card is not repeated; every other card appears once."""
         answer = expert.recommend(FULL_FT_70B_ON_5090)
@@ -238,8 +264,8 @@ class TestPolicyFile:
             text = path.read_text().replace("cards: [rtx-pro-6000, l40, rtx-5090, l4]",
                                             "cards: [l4, l40, rtx-5090, rtx-pro-6000]")
             if swapped:
-                text = text.replace("lighter-kind, card-preference, fewer-gpus",
-                                    "lighter-kind, fewer-gpus, card-preference")
+                text = text.replace("flow-precision, card-preference, fewer-gpus",
+                                    "flow-precision, fewer-gpus, card-preference")
             path.write_text(text)
             expert = Expert(rules_dir=rules)
             try:

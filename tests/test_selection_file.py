@@ -60,7 +60,7 @@ class TestMistakes:
 
     def test_unknown_criterion(self, tmp_path):
         """A misspelt criterion is E035 with the right one suggested."""
-        found = _diagnostic(tmp_path, "buildable, flow-precision", "buildable, flow-precison")
+        found = _diagnostic(tmp_path, "lighter-kind, flow-precision", "lighter-kind, flow-precison")
         assert (found.code, Path(found.location.file).name) == ("E035", "selection.yaml")
         assert found.location.line > 1 and found.suggestion == "flow-precision"
 

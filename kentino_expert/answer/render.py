@@ -32,9 +32,16 @@ def provisional_lines(questions) -> list[str]:
         # a question is asked only when some value changes the build (rank_questions): without another kind,
         # it is the nodes, the card or the precision that moves
         leads = (f"could lead to {', '.join(q['alternatives'])}" if q.get("alternatives")
-                 else "some value changes the nodes, card or precision, not the kind")
+                 else "some value changes the nodes, card or precision, not the kind" + _node_spread(q))
         out.append(f"{q['fact']}{ask} ({leads})")
     return out
+
+
+def _node_spread(question: dict) -> str:
+    """How far the values tried move the purchase, when they move its nodes: a 128k RAG prompt may need seven
+    times the nodes of the 1k one assumed, which 'changes the nodes' alone does not tell."""
+    nodes = sorted({probe["nodes"] for probe in question.get("probes") or () if probe.get("nodes")})
+    return f": the values tried need {nodes[0]:,} to {nodes[-1]:,} nodes" if len(nodes) > 1 else ""
 
 
 def numbered(lines, indent: str = "") -> list[str]:

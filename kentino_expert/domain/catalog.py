@@ -25,6 +25,7 @@ from ..yamlsrc import YamlSourceError, decode_utf8, load_yaml, location_at, loca
 from ..yamlsrc import to_plain as _plain
 from .heuristics import read_heuristics
 from .latency_table import check_latency as _check_latency
+from .loose_names import loose_name
 from .measurements import MEASUREMENTS_FILE, MeasurementSpec, read_measurements
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
@@ -248,6 +249,12 @@ def _lookup(table: dict, name: str, field: str):
     for spec in table.values():
         if key in spec.aliases:
             return spec
+    # as people write names: "Llama 3.1 70B", "meta-llama/Meta-Llama-3.1-70B-Instruct", "qwen3 235b"; only
+    # when exactly one entry answers to the loose form (an ambiguous name is unknown, with a suggestion)
+    loose = loose_name(key)
+    found = {spec.id for spec in table.values() if loose in {loose_name(n) for n in (spec.id, *spec.aliases)}}
+    if len(found) == 1:
+        return table[found.pop()]
     names = list(table) + [a for spec in table.values() for a in spec.aliases]
     what = field.rsplit(".", 1)[-1]
     raise CatalogError(f"unknown {what} '{name}'", field=field, name=str(name),

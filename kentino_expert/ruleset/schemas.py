@@ -109,7 +109,8 @@ def facts_schema(ruleset=None, knowledge=None) -> dict:
     """The input contract as JSON Schema, with the question to ask for each fact (`x-ask`).
 
     With a knowledge catalog, `model`, `gpu`, `interconnect` and `proposed_build.gpu` list the
-    catalog's ids and aliases (`enum`): an editor or an LLM tool then offers only names that resolve.
+    catalog's ids and aliases (`enum`): an editor or an LLM tool then offers names that resolve (the lookup
+    also takes a name as people write it, "Llama 3.1 70B", which a bot need not offer).
     """
     schema = Workload.model_json_schema()
     schema["title"] = "Kentino Expert workload facts"
