@@ -107,6 +107,30 @@ def test_an_open_loop_rate_is_served_at_the_batch_it_keeps_in_flight():
     assert physics.open_loop(unit, 1e6, 1024, 294, ENGINE, 256) is None
 
 
+def test_the_open_loop_memo_answers_as_a_fresh_search_and_tells_units_apart():
+    """The memoized open loop gives what a fresh bisection gives, for a unit built again from the same specs, and a
+    unit that differs only in its card's bandwidth (another catalog's object) gets its own answer."""
+    unit = _unit("llama-3.1-70b", "l40", "fp8", tp=8)
+    fresh = physics.Load(unit, 1024, 294, ENGINE).open_loop(0.7, 200)
+    assert physics.open_loop(unit, 0.7, 1024, 294, ENGINE, 200) == fresh
+    assert physics.open_loop(_unit("llama-3.1-70b", "l40", "fp8", tp=8), 0.7, 1024, 294, ENGINE, 200) == fresh
+    faster = unit.gpu.model_copy(update={"memory_bandwidth_gbs": unit.gpu.memory_bandwidth_gbs * 2})
+    other = physics.Unit(**{**unit.__dict__, "gpu": faster})
+    assert physics.open_loop(other, 0.7, 1024, 294, ENGINE, 200).tpot_s < fresh.tpot_s
+
+
+def test_a_load_gives_the_steady_state_of_the_formula_at_every_batch():
+    """Load.at (the bisections' form) equals steady_state, and its TPOT is the round plus the prefill share."""
+    unit = _unit("qwen3-235b-a22b", "rtx-pro-6000", "fp8", tp=8)
+    load = physics.Load(unit, 2048, 300, ENGINE)
+    for batch in (1, 7.5, 64, 256):
+        point = load.at(batch)
+        assert point == physics.steady_state(unit, batch, 2048, 300, ENGINE)
+        round_s = physics.decode_round_seconds(unit, batch, 2048 + 150, ENGINE)
+        work = physics.prefill_seconds(unit, 2048, ENGINE)
+        assert point.tpot_s == pytest.approx(round_s + batch * work / 300, rel=1e-12)
+
+
 def test_pipeline_stages_add_memory_not_speed_for_one_user():
     """A token passes every stage: PP 2 of a TP 1 pair is no faster for one user than TP 1 alone (it is slower by
     the hand-off), while TP 2 is faster."""

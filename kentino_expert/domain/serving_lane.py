@@ -151,12 +151,13 @@ def unit_requests(model: ModelSpec, gpu: GpuSpec, gpus: int, nodes: int, precisi
 def _largest_batch(unit: physics.Unit, cap: int, demand: Demand, engine: physics.EngineConstants) -> int:
     """The most requests (1 to `cap`) one group holds while every one meets the targets (more in flight, slower
     each: a bisection)."""
-    if demand.meets(physics.steady_state(unit, cap, demand.prompt, demand.output, engine)):
+    load = physics.Load(unit, demand.prompt, demand.output, engine)
+    if demand.meets(load.at(cap)):
         return cap
     low, high = 1, cap  # meets at low, not at high
     while high - low > 1:
         middle = (low + high) // 2
-        if demand.meets(physics.steady_state(unit, middle, demand.prompt, demand.output, engine)):
+        if demand.meets(load.at(middle)):
             low = middle
         else:
             high = middle

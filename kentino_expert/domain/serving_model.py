@@ -127,18 +127,49 @@ def allreduce_seconds(link: LinkSpec, ranks: int, payload_bytes: float, constant
 def decode_round_seconds(unit: Unit, batch: float, context: float, constants: EngineConstants) -> float:
     """Seconds for every one of `batch` requests to get a token (mean context `context`): per stage the larger of
     its reads and its matmuls, plus its all-reduces and step overhead, for each of the pp micro-batches."""
-    model, stages = unit.model, unit.pp
-    micro = max(batch / stages, 1e-9)
-    bandwidth = unit.tp * unit.gpu.memory_bandwidth_gbs * 1e9 * constants.bandwidth_efficiency
-    kv = micro * kv_bytes_per_token(model, unit.kv_bytes) * attended_tokens(model, context)
-    read = (weights_read_bytes(unit, micro) / stages + kv / stages) / bandwidth
-    flops = micro * (active_flops_per_token(model) + 4.0 * model.layers * _attention_width(model)
-                     * attended_tokens(model, context)) / stages
-    compute = flops / (unit.tp * unit.compute_tflops * 1e12 * constants.decode_compute_efficiency)
-    talk = 2 * model.layers / stages * allreduce_seconds(unit.link, unit.tp, micro * model.hidden * ACTIVATION_BYTES,
-                                                         constants)
-    handoff = _stage_handoff_seconds(unit, micro * model.hidden * ACTIVATION_BYTES)
-    return stages * (max(read, compute) + talk + constants.step_overhead_s) + handoff
+    return DecodeRound(unit, context, constants).seconds(batch)
+
+
+class DecodeRound:
+    """A decode round's terms that do not depend on the batch, computed once per (unit, context): the bisections
+    over the batch evaluate a round ~40 times. The arithmetic is the same expressions in the same order."""
+
+    __slots__ = ("unit", "constants", "bandwidth", "kv_token", "attended", "token_flops", "peak", "talk_factor",
+                 "dense_bytes", "routed", "expert_params")
+
+    def __init__(self, unit: Unit, context: float, constants: EngineConstants):
+        model = unit.model
+        self.unit, self.constants = unit, constants
+        self.bandwidth = unit.tp * unit.gpu.memory_bandwidth_gbs * 1e9 * constants.bandwidth_efficiency
+        self.kv_token = kv_bytes_per_token(model, unit.kv_bytes)
+        self.attended = attended_tokens(model, context)
+        self.token_flops = active_flops_per_token(model) + 4.0 * model.layers * _attention_width(model) * self.attended
+        self.peak = unit.tp * unit.compute_tflops * 1e12 * constants.decode_compute_efficiency
+        self.talk_factor = 2 * model.layers / unit.pp
+        self.routed = architecture.routed_expert_params(model)
+        self.expert_params = _expert_params(model)
+        head = architecture.embedding_params(model)
+        other = max(0.0, model.params_b * 1e9 - architecture.embedding_and_head_params(model) - self.routed)
+        self.dense_bytes = (other * unit.weights_bytes, head * 2.0)
+
+    def weights_bytes(self, micro: float) -> float:
+        """weights_read_bytes(unit, micro) from the kept terms."""
+        model, touched = self.unit.model, 0.0
+        if model.moe is not None and self.routed > 0:
+            distinct = expected_experts(model.moe.experts, model.moe.experts_per_token, micro)
+            touched = min(self.routed, model.moe.moe_layers * distinct * self.expert_params)
+        return self.dense_bytes[0] + touched * self.unit.expert_bytes + self.dense_bytes[1]
+
+    def seconds(self, batch: float) -> float:
+        unit, constants = self.unit, self.constants
+        stages = unit.pp
+        micro = max(batch / stages, 1e-9)
+        kv = micro * self.kv_token * self.attended
+        read = (self.weights_bytes(micro) / stages + kv / stages) / self.bandwidth
+        compute = micro * self.token_flops / stages / self.peak
+        payload = micro * unit.model.hidden * ACTIVATION_BYTES
+        talk = self.talk_factor * allreduce_seconds(unit.link, unit.tp, payload, constants)
+        return stages * (max(read, compute) + talk + constants.step_overhead_s) + _stage_handoff_seconds(unit, payload)
 
 
 def _stage_handoff_seconds(unit: Unit, payload_bytes: float) -> float:
@@ -200,34 +231,72 @@ def steady_state(unit: Unit, batch: float, prompt: float, output: float, constan
     generated ones: each decode round also makes room for the prefills of the requests that replace those
     finishing (batch / output per round), so TPOT = round + batch x prefill work / output; requests/s = batch /
     (TTFT + output x TPOT) (Little's law); TTFT waits behind the other prefills (an M/D/1 queue)."""
-    mean_context = context if context is not None else prompt + output / 2.0
-    round_s = decode_round_seconds(unit, batch, mean_context, constants)
-    work, alone = prefill_work_seconds(unit, prompt, constants), prefill_seconds(unit, prompt, constants)
-    tpot = round_s + batch * work / output
-    ttft = alone + round_s
-    for _ in range(4):  # the prefill share depends on the rate, which depends on TTFT: a few passes converge
-        rate = batch / (ttft + output * tpot)
-        share = min(rate * work, 0.95)
-        ttft = alone * (1.0 + share / (2.0 * (1.0 - share))) + round_s
-    rate = batch / (ttft + output * tpot)
-    return Operating(batch, tpot, ttft, rate, rate * output, min(rate * work, 1.0))
+    return Load(unit, prompt, output, constants, context).at(batch)
+
+
+class Load:
+    """A unit under one request shape (prompt, output, mean context): what its steady states share, so that a
+    search over the batch computes the prefill and the round's fixed terms once."""
+
+    __slots__ = ("round", "output", "alone", "work")
+
+    def __init__(self, unit: Unit, prompt: float, output: float, constants: EngineConstants,
+                 context: float | None = None):
+        mean_context = context if context is not None else prompt + output / 2.0
+        self.round = DecodeRound(unit, mean_context, constants)
+        self.output = output
+        self.alone = prefill_seconds(unit, prompt, constants)
+        self.work = self.alone / unit.pp  # prefill_work_seconds
+
+    def at(self, batch: float) -> Operating:
+        """The steady state with `batch` requests in flight (see steady_state)."""
+        round_s, tpot, ttft, rate = self._solve(batch)
+        return Operating(batch, tpot, ttft, rate, rate * self.output, min(rate * self.work, 1.0))
+
+    def _solve(self, batch: float) -> tuple[float, float, float, float]:
+        """(round, TPOT, TTFT, requests/s) with `batch` in flight; the bisections read only the rate."""
+        round_s, work, alone, output = self.round.seconds(batch), self.work, self.alone, self.output
+        tpot = round_s + batch * work / output
+        ttft = alone + round_s
+        for _ in range(4):  # the prefill share depends on the rate, which depends on TTFT: a few passes converge
+            rate = batch / (ttft + output * tpot)
+            share = min(rate * work, 0.95)
+            ttft = alone * (1.0 + share / (2.0 * (1.0 - share))) + round_s
+        return round_s, tpot, ttft, batch / (ttft + output * tpot)
+
+    def open_loop(self, requests_per_s: float, max_batch: float) -> Operating | None:
+        """See open_loop."""
+        if self._solve(max_batch)[3] < requests_per_s:
+            return None
+        low, high = 0.0, max_batch
+        for _ in range(40):
+            middle = (low + high) / 2
+            if self._solve(max(middle, 1e-6))[3] < requests_per_s:
+                low = middle
+            else:
+                high = middle
+        return self.at(max(high, 1e-6))
 
 
 def open_loop(unit: Unit, requests_per_s: float, prompt: float, output: float, constants: EngineConstants,
               max_batch: float) -> Operating | None:
     """The steady state at an arrival rate (None: the unit cannot keep up even at `max_batch` in flight): the
-    batch that Little's law gives, found by bisection (more in flight, more throughput)."""
-    top = steady_state(unit, max_batch, prompt, output, constants)
-    if top.requests_per_s < requests_per_s:
-        return None
-    low, high = 0.0, max_batch
-    for _ in range(40):
-        middle = (low + high) / 2
-        if steady_state(unit, max(middle, 1e-6), prompt, output, constants).requests_per_s < requests_per_s:
-            low = middle
-        else:
-            high = middle
-    return steady_state(unit, max(high, 1e-6), prompt, output, constants)
+    batch that Little's law gives, found by bisection (more in flight, more throughput). Memoized: a turn asks
+    the same rate of the same unit for its search, its plan and its alternatives, and a chat asks it again."""
+    key = (id(unit.model), id(unit.gpu), id(unit.link), id(unit.stage_link), unit.tp, unit.pp, unit.weights_bytes,
+           unit.expert_bytes, unit.compute_tflops, unit.kv_bytes, requests_per_s, prompt, output, constants, max_batch)
+    found = _OPEN_LOOPS.get(key)
+    if found is None:
+        # the entry keeps the unit, so the objects whose ids make the key live as long as it does
+        found = (unit, Load(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
+        if len(_OPEN_LOOPS) >= _OPEN_LOOPS_MAX:
+            _OPEN_LOOPS.clear()
+        _OPEN_LOOPS[key] = found
+    return found[1]
+
+
+_OPEN_LOOPS: dict = {}
+_OPEN_LOOPS_MAX = 4096
 
 
 def kv_capacity(unit: Unit, budget_gb: float, weights_gb: float, context: float) -> int:
