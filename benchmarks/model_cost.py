@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .bench import WORKLOADS
-from .workloads import FINAL
+from .workloads import FINAL_BEFORE_MODEL as FINAL
 
 # The commit whose parent first carried domain/serving_model.py: "Catalog: a card's FP4 tensor throughput ..."
 BEFORE_MODEL = "3be00db"

@@ -1,6 +1,7 @@
 """The facade: load a knowledge catalog and a rule set once, answer many workloads (what chat bots and the CLI call)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -11,7 +12,7 @@ from .answer.cache import DEFAULT_SIZE, AnswerCache
 from .answer.failures import evaluation_failures
 from .answer.model import Answer
 from .answer.pipeline import answer_traced
-from .answer.questions import rank_questions
+from .answer.questions import missing_facts, rank_questions
 from .answer.whatif import KindOracle
 from .domain.catalog import Knowledge, load_knowledge
 from .domain.workload import Workload, read_facts, validate_facts
@@ -73,7 +74,10 @@ class Expert:
         """(answer, firings, final state, questions): the traced answer and the questions still worth asking (some
         value of each changes the build); the answer is provisional exactly when there are questions."""
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
-        with evaluation_failures(facts, _log), self.kinds.around(workload):
+        # the probes' shared bases only when questions may be probed: a final answer sizes its candidates
+        # directly (recording what each figure read costs a third more and serves no probe)
+        turn = self.kinds.around(workload) if missing_facts(workload, self.ruleset) else contextlib.nullcontext()
+        with evaluation_failures(facts, _log), turn:
             answer, firings, final = answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
             questions = rank_questions(self, workload, answer.recommendation.kind) if answer.status == "provisional" \
                 else []
