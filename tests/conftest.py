@@ -24,6 +24,7 @@ PG_URL = os.environ.get("KENTINO_TEST_PG_URL")
 # what makes it slow: real parts started (server processes, Chromium, HAProxy, PostgreSQL) or a grid of
 # thousands of answers. The README's test command runs them all; so does CI.
 SLOW_FILES = {
+    "test_price_grid.py": "a grid of 11,000 workloads, each sized on every card",
     "test_charts_layout.py": "Chromium measures every chart text",
     "test_charts_report.py": "Chromium renders the HTML reports",
     "test_ui.py": "Chromium drives the decision browser",

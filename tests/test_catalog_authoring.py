@@ -34,8 +34,23 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
+def test_a_shipped_card_needs_a_price(project):
+    """The build search quotes every card it ships: the new card without a line in rules/prices.yaml is E042,
+    naming it."""
+    errors = [str(d) for d in check_directory(project / "rules", project / "knowledge").errors]
+    assert len(errors) == 1 and "E042" in errors[0] and "'l40s'" in errors[0]
+
+
+def _priced(project: Path) -> None:
+    prices = project / "rules" / "prices.yaml"
+    line = "    - part: l40s\n      price: 7500\n      source: a test\n"
+    prices.write_text(prices.read_text(encoding="utf-8") + line, encoding="utf-8")
+
+
 def test_a_shipped_card_missing_from_the_card_preference_is_a_warning(project):
-    """The new card is sized by the build search but ranked after every card `cards` lists: W310 at `cards`."""
+    """The new card (priced) is sized by the build search but ranked after every card `cards` lists: W310 at
+    `cards`."""
+    _priced(project)
     report = check_directory(project / "rules", project / "knowledge")
     text = (project / "rules" / "selection.yaml").read_text(encoding="utf-8")
     line = next(number for number, row in enumerate(text.splitlines(), 1) if row.startswith("  cards: "))
@@ -51,6 +66,7 @@ def test_a_shipped_card_missing_from_the_card_preference_is_a_warning(project):
 def test_the_gpu_question_lists_the_cards_the_catalog_ships(project):
     """The question for `gpu` followed the old cards by hand; it is filled from the catalog: the L40S is in it,
     the H100 (not shipped) is not."""
+    _priced(project)
     knowledge = load_knowledge(project / "knowledge")
     ruleset = compile_ruleset(project / "rules", knowledge)
     ask = ruleset.fact_policies["gpu"].ask
@@ -63,6 +79,7 @@ def test_an_unknown_name_in_a_question_is_e106_at_it(project):
     facts = project / "rules" / "facts.yaml"
     text = facts.read_text(encoding="utf-8")
     facts.write_text(text.replace("{shipped_cards}", "{shipped_card}"), encoding="utf-8")
+    _priced(project)
     line = next(number for number, row in enumerate(text.splitlines(), 1) if "{shipped_cards}" in row)
     errors = [str(d) for d in check_directory(project / "rules", project / "knowledge").errors]
     assert errors == [f"rules/facts.yaml:{line}:10: E106: ask of 'gpu': unknown name 'shipped_card' (did you mean "

@@ -93,6 +93,21 @@ def assert_builds_are_the_alternatives(expert, answer) -> None:
         assert bar.status == ("works" if item["works"] else "fails"), bar.label
 
 
+def test_the_prices_chart_is_each_builds_quote(expert, answers):
+    """One bar per priced build: the recommendation's price_total first (highlighted), then each alternative's,
+    with its power; the summary names the working builds that cost less (none when the price decided)."""
+    answer = answers["single"]
+    chart = charts(expert, answer)["prices"]
+    priced = [alt for alt in answer["alternatives"] if "price_total" in alt["figures"]]
+    assert [bar.total for bar in chart.bars] == [value(answer, "price_total")] + [
+        alt["figures"]["price_total"] for alt in priced]
+    assert chart.bars[0].highlighted and not any(bar.highlighted for bar in chart.bars[1:])
+    assert all(f"{alt['figures']['power_kw']:,.1f} kW" in bar.value_text for alt, bar in zip(priced, chart.bars[1:],
+                                                                                          strict=True))
+    cheaper = [alt for alt in priced if alt["works"] and alt["figures"]["price_total"] < value(answer, "price_total")]
+    assert ("would cost less" in chart.summary) == bool(cheaper)
+
+
 def test_single_node_memory_and_the_other_cards(expert, answers):
     """One 8-GPU node at FP8: the bar is the plan's per-GPU weights (the FP8 weights over TP), KV cache and
     overhead against the card and workload_fraction_max; the builds chart shows why not the other cards; one
@@ -100,7 +115,7 @@ def test_single_node_memory_and_the_other_cards(expert, answers):
     answer = answers["single"]
     rec = answer["recommendation"]
     assert (rec["kind"], rec["nodes"], rec["precision"]) == ("single-node", 1, "fp8")
-    assert set(charts(expert, answer)) == {"memory", "builds"}
+    assert set(charts(expert, answer)) == {"memory", "builds", "prices"}
     assert_memory_is_the_plan(expert, answer, SERVING_PARTS, "workload_fraction_max")
     assert close(value(answer, "plan_gpu_weights_gb"), value(answer, "weights_gb_fp8") / rec["parallelism"]["tp"])
     assert_builds_are_the_alternatives(expert, answer)
@@ -140,7 +155,7 @@ def test_ib_cluster_memory_time_and_efficiency(expert, answers):
     rec = answer["recommendation"]
     assert rec["kind"] == "multi-node-ib" and rec["nodes"] == value(answer, "training_nodes") > 1
     found = charts(expert, answer)
-    assert set(found) == {"memory", "builds", "time", "efficiency"}
+    assert set(found) == {"memory", "builds", "prices", "time", "efficiency"}
     assert_memory_is_the_plan(expert, answer, TRAINING_PARTS, "training_fraction_max")
     assert_builds_are_the_alternatives(expert, answer)
     time = drawn(to_svg(found["time"]))

@@ -115,7 +115,8 @@ def test_clip_keeps_what_fits_and_cuts_the_rest_with_an_ellipsis():
 
 
 def test_alternatives_of_the_answer_are_shortened():
-    """Alternatives given as dicts or objects keep only card, kind, nodes, precision and works."""
+    """Alternatives given as dicts or objects keep only card, kind, nodes, precision, works, and the price and power
+    of their figures (null without a quote; a figure that is not a number is null too)."""
     class Weighed:
         gpu, kind, nodes, works, precision = "l40", "dp-replicas", 3, False, "fp8"
 
@@ -123,10 +124,13 @@ def test_alternatives_of_the_answer_are_shortened():
                 "recommendation": {"kind": "single-node", "nodes": 1, "gpus_per_node": 8, "gpu": "rtx-5090",
                                    "precision": "fp8", "summary": "s"},
                 "alternatives": [{"gpu": "l4", "kind": "single-node", "nodes": 1, "precision": "int4", "works": True,
-                                  "sentence": "x"}, Weighed()]}
+                                  "sentence": "x", "figures": {"price_total": 68929.0, "power_kw": "a lot"}},
+                                 Weighed()]}
     assert compact(response)["alternatives"] == [
-        {"gpu": "l4", "kind": "single-node", "nodes": 1, "precision": "int4", "works": True},
-        {"gpu": "l40", "kind": "dp-replicas", "nodes": 3, "precision": "fp8", "works": False}]
+        {"gpu": "l4", "kind": "single-node", "nodes": 1, "precision": "int4", "works": True, "price_total": 68929.0,
+         "power_kw": None},
+        {"gpu": "l40", "kind": "dp-replicas", "nodes": 3, "precision": "fp8", "works": False, "price_total": None,
+         "power_kw": None}]
 
 
 def test_a_card_switch_shows_its_alternatives(expert):
@@ -139,8 +143,12 @@ def test_a_card_switch_shows_its_alternatives(expert):
     named = next(item for item in short["alternatives"] if item["gpu"] == "rtx-5090")
     limit = expert.ruleset.parameter_values["max_ib_cluster_nodes"]
     assert (named["kind"], named["works"]) == ("frontier", False) and named["nodes"] > limit, "beyond an IB cluster"
-    assert short["alternatives"] == [{key: item[key] for key in ("gpu", "kind", "nodes", "precision", "works")}
+    assert short["alternatives"] == [{**{key: item[key] for key in ("gpu", "kind", "nodes", "precision", "works")},
+                                      "price_total": item["figures"].get("price_total"),
+                                      "power_kw": item["figures"].get("power_kw")}
                                      for item in response["alternatives"][:MAX_ALTERNATIVES]]
+    assert short["recommendation"]["price_total"] == response["figures"]["price_total"]["value"]
+    assert short["currency"] == "EUR"
     CompactDecision.model_validate(short)
 
 

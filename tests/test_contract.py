@@ -94,13 +94,13 @@ class TestCli:
 
     def test_absent_plan_values_are_omitted(self):
         """The 70B chat plan sets no PP, replicas, sharding or fabric: the text plan leaves them out instead of
-        printing None (TP=4 x DP=2 inside the node: the serving model's TP whose replicas hold the most requests within
-        the production targets)."""
+        printing None (the cheapest card that works, the RTX 5090, at TP=8: its 32 GB cards need all eight for the
+        weights and the 48 requests' KV cache)."""
         for fmt in FORMATS:
             result = run(["recommend", str(ROOT / "examples/70b-chat.yaml"), "--format", fmt])
             assert result.exit_code == 0 and "None" not in result.output, fmt
         text = run(["recommend", str(ROOT / "examples/70b-chat.yaml")]).output
-        assert "Plan: nodes=1, gpus/node=8, gpu=rtx-pro-6000, precision=fp8, tp=4 dp=2\n" in text
+        assert "Plan: nodes=1, gpus/node=8, gpu=rtx-5090, precision=fp8, tp=8 dp=1\n" in text
 
     def test_stdin(self):
         """`-` reads the facts from standard input (JSON here)."""

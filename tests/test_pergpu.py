@@ -171,8 +171,8 @@ class TestAnswers:
         assert (answer.recommendation.nodes, answer.recommendation.parallelism.sharding) == (1, "fsdp")
 
     def test_8b_lora_keeps_every_gpu_whole(self):
-        """8B LoRA fits each GPU whole: the plan names no sharding (DDP)."""
-        answer = EXPERT.recommend({"task": "lora", "model": "llama-3.1-8b"})
+        """8B LoRA fits each 96 GB GPU whole: the plan names no sharding (DDP)."""
+        answer = EXPERT.recommend({"task": "lora", "model": "llama-3.1-8b", "gpu": "rtx-pro-6000"})
         assert answer.recommendation.parallelism.sharding is None
         assert answer.figures["training_sharding"].value == pergpu.REPLICATED
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kentino_expert.authoring.rule_pages import write_docs
 from kentino_expert.cli.main import main
+from kentino_expert.domain.quote import QUOTE_FIGURES
 from kentino_expert.expert import Expert
 from kentino_expert.rulecheck import check_directory
 from kentino_expert.ruleset.schemas import facts_schema, rules_schema
@@ -42,6 +43,19 @@ def _changed_rows(rules_copy: Path, file: str, old: str, new: str, *scenarios) -
     (the diff exits 1: something changed)."""
     _edit(rules_copy / file, old, new)
     result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, *scenarios, "--format", "json")
+    assert result.exit_code == 1, result.output
+    return json.loads(result.output)["changed"]
+
+
+def _rows_by_card_preference(rules_copy: Path, file: str, old: str, new: str) -> list[dict]:
+    """As _changed_rows, with `cheapest` taken out of selection.yaml's order on both sides: the card preference
+    decides among the builds that work, as it did before the price list."""
+    base = rules_copy.parent / "base-rules"
+    shutil.copytree(rules_copy, base)
+    for side in (base, rules_copy):
+        _edit(side / "selection.yaml", "task-precision, cheapest, flow-precision", "task-precision, flow-precision")
+    _edit(rules_copy / file, old, new)
+    result = cli("rules", "diff", "--base", base, "--rules", rules_copy, "--format", "json")
     assert result.exit_code == 1, result.output
     return json.loads(result.output)["changed"]
 
@@ -412,9 +426,10 @@ class TestDiff:
         scenario = "inference llama-3.1-70b rtx-pro-6000 64"
         result = cli("rules", "diff", "--base", RULES, "--rules", rules_copy, "--format", "json")
         row = next(row for row in json.loads(result.output)["changed"] if row["scenario"] == scenario)
-        # the alternatives' single-node FP8 plans are the edited rule's too
+        # the alternatives' single-node FP8 plans are the edited rule's too, and the plan's price of the work moves
+        # with its throughput
         assert row["also_changed"][:3] == ["tp", "dp", "summary"]
-        assert all(name.startswith("alternative ") for name in row["also_changed"][3:]), row
+        assert all(name.startswith("alternative ") or name in QUOTE_FIGURES for name in row["also_changed"][3:]), row
         values = row["changed_values"]
         old_tp, old_dp = values["tp"]["old"], values["dp"]["old"]
         assert (values["tp"]["new"], values["dp"]["new"], old_tp * old_dp) == (8, 1, 8) and old_tp < 8
@@ -443,11 +458,22 @@ class TestDiff:
 
     def test_an_alternatives_figure_change_is_reported(self, rules_copy):
         """Dropping a figure from selection.yaml's `shown` changes the alternatives every answer lists."""
-        rows = _changed_rows(rules_copy, "selection.yaml",
-                             "shown: [time_to_result_days, output_tokens_per_s, ",
-                             "shown: [time_to_result_days, ")
+        rows = _rows_by_card_preference(rules_copy, "selection.yaml",
+                                        "shown: [time_to_result_days, output_tokens_per_s, ",
+                                        "shown: [time_to_result_days, ")
         row = next(c for c in rows if c["scenario"] == "inference llama-3.1-8b any-card 8")
         assert "alternative l40 x8" in row["also_changed"], row
+
+    def test_a_price_change_is_reported_with_its_old_and_new_value(self, rules_copy):
+        """Issue 29: a price of the list moves the quotes that hold the part, old and new, the recommendation's and
+        the alternatives'; a dearer L40 leaves every plan and card as it was here."""
+        rows = _changed_rows(rules_copy, "prices.yaml", "      price: 7169\n", "      price: 7500\n")
+        row = next(c for c in rows if c["scenario"] == "inference llama-3.1-8b l40 8")
+        assert row["old"] == row["new"] and row["rules_changed"] == [], row
+        old, new = row["changed_values"]["price_total"]["old"], row["changed_values"]["price_total"]["new"]
+        assert new - old == pytest.approx(8 * (7500 - 7169)), row
+        other = next(c for c in rows if c["scenario"] == "inference llama-3.1-8b rtx-pro-6000 8")
+        assert "alternative l40 x8" in other["also_changed"], other
 
     def test_warnings_of_rules_that_changed_firing_are_not_repeated(self, rules_copy):
         """A warning that comes or goes with a rule listed under rules is not listed again under also."""
@@ -459,7 +485,7 @@ class TestDiff:
 
     def test_a_moved_plan_lists_no_also(self, rules_copy):
         """When kind/nodes/precision/card moved, the plan's other fields that follow are not listed under also."""
-        rows = _changed_rows(rules_copy, "selection.yaml", *CARDS_REVERSED)
+        rows = _rows_by_card_preference(rules_copy, "selection.yaml", *CARDS_REVERSED)
         moved = [row for row in rows if row["old"] != row["new"]]
         assert len(moved) > 10
         assert [row for row in moved if row["also_changed"]] == []
@@ -486,7 +512,7 @@ class TestDiff:
     def test_grid_sees_a_card_preference_for_buyers_who_name_no_card(self, rules_copy):
         """Reversing selection.yaml's card preference moves the grid's answer for a buyer who names no card
         (before, every grid workload named a card, so the diff hid the change's main effect)."""
-        rows = _changed_rows(rules_copy, "selection.yaml", *CARDS_REVERSED)
+        rows = _rows_by_card_preference(rules_copy, "selection.yaml", *CARDS_REVERSED)
         row = next(c for c in rows if c["scenario"] == "lora llama-3.1-8b any-card")
         assert row["old"].endswith(" on rtx-pro-6000") and row["new"].endswith(" on l4"), row
 

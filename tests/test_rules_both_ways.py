@@ -114,6 +114,10 @@ NOT_FIRING = {
                                "a Kentino node gives 32 users 25 tokens/s"),
     "named-card-is-not-a-kentino-card": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "l40"},
                                          "Kentino ships the L40"),
+    "named-build-kept-though-another-costs-less": ({"task": "inference", "model": "llama-3.1-8b", "gpu": "l4"},
+                                                   "one L4 node, the cheapest build that works, is the one named"),
+    "the-cheapest-build-that-works": ({"task": "inference", "model": "llama-3.1-70b", "gpu": "rtx-pro-6000"},
+                                      "the buyer's card decides, not the price"),
     "users-miss-their-decode-speed": ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "context_tokens": 4096, "latency": "interactive"}, "replicas give every user the speed"),
 }
 

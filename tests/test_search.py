@@ -25,6 +25,15 @@ def _copy_rules(tmp_path) -> Path:
     return target
 
 
+def _without_price_order(rules: Path) -> Path:
+    """The copy's selection order without `cheapest`: the card preference decides among builds that work."""
+    path = rules / "selection.yaml"
+    text = path.read_text()
+    assert "task-precision, cheapest, flow-precision" in text
+    path.write_text(text.replace("task-precision, cheapest, flow-precision", "task-precision, flow-precision"))
+    return rules
+
+
 class TestCandidates:
     """Which builds are sized."""
 
@@ -52,13 +61,27 @@ class TestCandidates:
 class TestSelection:
     """What the bundled policy picks."""
 
-    def test_default_stays_on_the_reference_card(self, expert):
-        """70B chat: every card gives one node, so the card preference keeps the RTX Pro 6000 (and its assumption)."""
+    def test_the_default_is_the_cheapest_card_that_works(self, expert):
+        """70B chat: every card gives one node, so the price decides (rules/prices.yaml), and the assumption says
+        so; every other card is an alternative, each costing more."""
         answer = expert.recommend({"task": "inference", "model": "llama-3.1-70b", "concurrency": 48})
-        assert answer.recommendation.gpu == "rtx-pro-6000"
+        price = answer.figures["price_total"].value
+        assert all(a.figures["price_total"] > price for a in answer.alternatives if a.works)
         assumed = {a.fact: a.why for a in answer.assumptions}
-        assert assumed["gpu"].startswith("Kentino's reference build")
-        assert {a.gpu for a in answer.alternatives} == {"l40", "rtx-5090", "l4"}
+        assert assumed["gpu"].startswith("the cheapest build that works")
+        assert {a.gpu for a in answer.alternatives} | {answer.recommendation.gpu} == {"rtx-pro-6000", "l40",
+                                                                                     "rtx-5090", "l4"}
+
+    def test_without_the_price_the_reference_card_is_kept(self, tmp_path):
+        """The same chat under an order without `cheapest`: the card preference keeps the RTX Pro 6000."""
+        rules = _without_price_order(_copy_rules(tmp_path))
+        other = Expert(rules_dir=rules)
+        try:
+            answer = other.recommend({"task": "inference", "model": "llama-3.1-70b", "concurrency": 48})
+        finally:
+            other.close()
+        assert answer.recommendation.gpu == "rtx-pro-6000"
+        assert next(a.why for a in answer.assumptions if a.fact == "gpu").startswith("Kentino's reference build")
 
     def test_a_buildable_named_card_is_kept(self, expert):
         """70B chat on the RTX 5090 fits one node there: the buyer's card stays, with no switch warning."""
@@ -209,7 +232,9 @@ class TestTimePerAlternative:
         an alternative decided by its days carries the same number as its deciding figure."""
         facts = {"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}
         answer = expert.recommend({**facts, "deadline_days": 30})
-        without = expert.recommend(facts).figures["time_to_result_days"].value
+        rec = answer.recommendation
+        without = expert.recommend({**facts, "gpu": rec.gpu, "gpus_per_node": rec.gpus_per_node}
+                                   ).figures["time_to_result_days"].value
         assert all(item.time_to_result_days is not None for item in answer.alternatives)
         slower = answer.alternatives[0]
         assert slower.time_to_result_days == pytest.approx(without) and slower.time_to_result_days > 30
@@ -221,7 +246,7 @@ class TestTimePerAlternative:
         """The L40's alternative carries the days the answer gives when the policy prefers the L40 (its plan then)."""
         facts = {"task": "pretraining", "model": "llama-3.1-8b", "training_tokens": "1T"}
         l40 = next(item for item in expert.recommend(facts).alternatives if item.gpu == "l40")
-        rules = _copy_rules(tmp_path)
+        rules = _without_price_order(_copy_rules(tmp_path))
         path = rules / "selection.yaml"
         path.write_text(path.read_text().replace("cards: [rtx-pro-6000, l40,", "cards: [l40, rtx-pro-6000,"))
         other = Expert(rules_dir=rules)
@@ -259,7 +284,7 @@ class TestPolicyFile:
         facts = {"task": "inference", "model": "llama-3.1-70b", "concurrency": 256, "latency": "production"}
         picks = {}
         for swapped in (False, True):
-            rules = _copy_rules(tmp_path / str(swapped))
+            rules = _without_price_order(_copy_rules(tmp_path / str(swapped)))
             path = rules / "selection.yaml"
             text = path.read_text().replace("cards: [rtx-pro-6000, l40, rtx-5090, l4]",
                                             "cards: [l4, l40, rtx-5090, rtx-pro-6000]")
@@ -280,7 +305,7 @@ class TestPolicyFile:
 
     def test_card_preference_is_obeyed(self, tmp_path):
         """Listing the L40 first puts a 70B chat (one node on every card) on the L40."""
-        rules = _copy_rules(tmp_path)
+        rules = _without_price_order(_copy_rules(tmp_path))
         path = rules / "selection.yaml"
         path.write_text(path.read_text().replace("cards: [rtx-pro-6000, l40,", "cards: [l40, rtx-pro-6000,"))
         expert = Expert(rules_dir=rules)

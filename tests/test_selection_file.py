@@ -60,9 +60,24 @@ class TestMistakes:
 
     def test_unknown_criterion(self, tmp_path):
         """A misspelt criterion is E035 with the right one suggested."""
-        found = _diagnostic(tmp_path, "lighter-kind, flow-precision", "lighter-kind, flow-precison")
+        found = _diagnostic(tmp_path, "cheapest, flow-precision", "cheapest, flow-precison")
         assert (found.code, Path(found.location.file).name) == ("E035", "selection.yaml")
         assert found.location.line > 1 and found.suggestion == "flow-precision"
+
+    def test_ranking_by_price_needs_a_price_list(self, tmp_path):
+        """`cheapest` in the order without rules/prices.yaml is E035 at the order, naming the file it needs; the
+        order without it loads, and its answers carry no quote."""
+        rules = tmp_path / "rules"
+        shutil.copytree(ROOT / "rules", rules)
+        (rules / "prices.yaml").unlink()
+        with pytest.raises(RuleFileError) as raised:
+            compile_ruleset(rules, KNOWLEDGE)
+        found = [d for d in raised.value.diagnostics if d.code == "E035"]
+        assert found and "prices.yaml" in found[0].message and Path(found[0].location.file).name == "selection.yaml"
+        path = rules / "selection.yaml"
+        path.write_text(path.read_text().replace("task-precision, cheapest, flow-precision",
+                                                 "task-precision, flow-precision"))
+        assert compile_ruleset(rules, KNOWLEDGE).prices is None
 
     def test_unknown_card(self, tmp_path):
         """A card that is not in knowledge/gpus.yaml is E035."""

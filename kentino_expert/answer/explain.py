@@ -17,6 +17,8 @@ from .charts import ChartContext, charts_of, context_of
 from .charts.svg import to_svg
 from .charts.text import to_html as chart_html
 from .charts.text import to_markdown as chart_markdown
+from .explain_quote import bill_html, bill_markdown, price_list_html, price_list_markdown
+from .explain_style import CSS
 from .questions import given_facts, rank_questions
 from .render import numbered, provisional_heading, provisional_lines
 from .subject import checked_subject
@@ -172,7 +174,7 @@ def explain_markdown(expert, answer_dict_or_decision) -> str:
         out += [f"- **{w['code']}** ({', '.join(w['heuristics'])}, rule `{w['rule']}`): {w['message']}"
                 for w in answer["warnings"]]
         out.append("")
-    out += _markdown_alternatives(answer.get("alternatives") or [])
+    out += bill_markdown(answer) + _markdown_alternatives(answer.get("alternatives") or [])
     if report["charts"]:
         out += ["## Charts", ""]
         for chart in report["charts"]:
@@ -250,44 +252,7 @@ def _markdown_tail(report: dict) -> list[str]:
         out.append(f"- the current rule set differs: `{report['current_digest']}` (so the conditions and the "
                    "why-not, which only the deciding rule set can show truly, are left out)")
     out.append(f"- the current rules: `{report['current_rules']}`")
-    return out
-
-
-_CSS = """
-:root { color-scheme: light; }
-body { font: 15px/1.5 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif; color: #1d2433;
-       background: #f4f6fa; margin: 0; }
-main { max-width: 1040px; margin: 0 auto; padding: 24px 28px 48px; }
-header.answer { background: #16324f; color: #fff; border-radius: 10px; padding: 20px 24px; }
-header.answer h1 { margin: 0 0 6px; font-size: 26px; }
-header.answer .kind { background: #f2b632; color: #16324f; border-radius: 6px; padding: 1px 10px; }
-header.answer p { margin: 6px 0; }
-.status { display: inline-block; border-radius: 999px; padding: 1px 12px; font-size: 13px; font-weight: 600; }
-.status.final { background: #c9f2d4; color: #0f5b26; } .status.provisional { background: #ffe4b3; color: #7a4b00; }
-section { background: #fff; border: 1px solid #dde3ec; border-radius: 10px; padding: 16px 22px; margin-top: 18px; }
-h2 { font-size: 19px; margin: 0 0 10px; color: #16324f; }
-h3 { font-size: 16px; margin: 0 0 4px; } h3 code { font-size: 15px; }
-table { border-collapse: collapse; width: 100%; margin: 8px 0; font-size: 14px; }
-th, td { text-align: left; border-bottom: 1px solid #e6eaf0; padding: 5px 8px; vertical-align: top; }
-th { background: #eef2f7; }
-code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #eef2f7; border-radius: 4px;
-       padding: 0 4px; }
-.decision code { background: rgba(255,255,255,0.15); color: inherit; }
-.rule { border-left: 4px solid #3d7bd9; padding: 10px 14px; margin: 12px 0; background: #fbfcfe; border-radius: 6px; }
-.where { color: #5b6677; font-size: 13px; }
-.yes { color: #0f7a34; font-weight: 600; } .no { color: #b3261e; font-weight: 600; }
-blockquote { margin: 8px 0; padding: 6px 12px; border-left: 3px solid #f2b632; background: #fff9ea; }
-blockquote .hid { font-weight: 700; }
-ul.whynot li, ul.assumptions li, ul.warnings li { margin: 4px 0; }
-.warnings li { color: #7a4b00; }
-footer { color: #5b6677; font-size: 13px; margin-top: 18px; word-break: break-all; }
-figure.chart { margin: 12px 0 20px; break-inside: avoid; page-break-inside: avoid; }
-figure.chart svg { display: block; max-width: 100%; height: auto; }
-figure.chart figcaption { color: #1d2433; font-size: 14px; margin: 4px 0; }
-figure.chart figcaption .source { color: #5b6677; font-size: 13px; }
-table.chart-data { font-size: 13px; }
-@media print { body { background: #fff; } section, figure.chart { break-inside: avoid; } }
-"""
+    return out + price_list_markdown(answer)
 
 
 def _e(value) -> str:
@@ -300,7 +265,7 @@ def explain_html(expert, answer_dict_or_decision) -> str:
     answer, rec = report["answer"], report["answer"]["recommendation"]
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>Kentino recommendation: {_e(rec['kind'])}</title><style>{_CSS}</style></head><body><main>"]
+             f"<title>Kentino recommendation: {_e(rec['kind'])}</title><style>{CSS}</style></head><body><main>"]
     parts += _html_header(answer, report["decision"])
     parts.append('<section class="plan"><h2>Plan</h2><table><tr>'
                  + "".join(f"<th>{_e(name)}</th>" for name, _ in _plan_rows(rec)) + "</tr><tr>"
@@ -318,6 +283,7 @@ def explain_html(expert, answer_dict_or_decision) -> str:
         parts += [f"<li><strong>{_e(w['code'])}</strong> ({_e(', '.join(w['heuristics']))}, rule "
                   f"<code>{_e(w['rule'])}</code>): {_e(w['message'])}</li>" for w in answer["warnings"]]
         parts.append("</ul></section>")
+    parts += bill_html(answer, _e)
     if answer.get("alternatives"):
         parts.append('<section class="alternatives"><h2>Alternatives</h2><table><tr><th>build</th><th>works</th>'
                      '<th>deciding figure</th><th>why</th></tr>')
@@ -389,7 +355,7 @@ def _html_tail(report: dict) -> list[str]:
     same = ("the current rule set has the same digest" if report["digest_matches"]
             else f"the current rule set differs: {_e(report['current_digest'])}")
     parts.append(f'<footer>Rule set digest <code>{_e(report["digest"])}</code> ({_e(report["engine"])}); {same} '
-                 f'(the current rules: <code>{_e(report["current_rules"])}</code>). '
+                 f'(the current rules: <code>{_e(report["current_rules"])}</code>){price_list_html(answer, _e)}. '
                  f"Generated {_e(datetime.now().astimezone().isoformat(timespec='seconds'))}.</footer>")
     parts.append("</main></body></html>")
     return parts

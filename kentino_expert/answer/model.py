@@ -93,6 +93,28 @@ class DecidingFigure(BaseModel):
     unit: str = Field(description="Its unit.")
 
 
+class BomLineOut(BaseModel):
+    """One line of a build's bill of materials, priced from the rule set's price list (rules/prices.yaml)."""
+    model_config = _FROZEN
+    part: str = Field(description="The part's id (a card of knowledge/gpus.yaml or a part of knowledge/parts.yaml).")
+    name: str = Field(description="The part in words.")
+    quantity: int = Field(description="How many the build needs.")
+    unit_price: float = Field(description="The price of one, in the price list's currency.")
+    line_total: float = Field(description="quantity x unit_price.")
+
+
+class PriceListId(BaseModel):
+    """Which price list priced the quotes: an old quote replays with its own prices."""
+    model_config = _FROZEN
+    file: str = Field(description="The price list's file.")
+    digest: str = Field(description="sha256 of the price list's text.")
+    currency: str = Field(description="The currency of every price (ISO 4217).")
+    date: str = Field(description="The day the prices were read.")
+    amortization_years: float = Field(description="Years the purchase is spread over in the price per million "
+                                                  "tokens and per run.")
+    energy_price_per_kwh: float = Field(description="The price of a kWh, in the currency, those figures use.")
+
+
 class Alternative(BaseModel):
     """Another build the search sized: the best plan of another card (or the named build, or the slower plan
     without the deadline), whether it is buildable, the figure that decided it and why, in one sentence."""
@@ -114,6 +136,9 @@ class Alternative(BaseModel):
                                       "plan_gpu_memory_fraction, and time_to_result_days, plan_efficiency (training).")
     fails: str | None = Field(None, description="The id of the first `works` test it fails (rules/selection.yaml), "
                                                 "null when it works.")
+    bill_of_materials: list[BomLineOut] = Field(default_factory=list, description="What this build is made of, "
+                                                "priced (its price_total, power_kw and rack_units are in `figures`); "
+                                                "empty without a price list.")
 
 
 class SpeedProvenance(BaseModel):
@@ -163,6 +188,11 @@ class Answer(BaseModel):
         default=[], description="The best build of every other card the search sized (and the one-node plan "
                                 "where a deadline forced more): builds, where `why_not` is kinds. Answers "
                                 "logged before the build search have none.")
+    bill_of_materials: list[BomLineOut] = Field(default_factory=list, description="What the recommended build is "
+                                                "made of, priced (price_total, power_kw, rack_units and the price "
+                                                "of the work are in `figures`); empty without a price list or for "
+                                                "frontier work.")
+    price_list: PriceListId | None = Field(None, description="The price list the quotes come from (null: none).")
 
 
 class Probe(BaseModel):

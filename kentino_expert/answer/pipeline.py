@@ -27,6 +27,7 @@ from .model import (
 )
 from .plans import EngineEvaluator, PlanEvaluator
 from .questions import missing_facts
+from .quotes import Pricer, bill_of, price_list_id, quote_figures, recommended_plan
 from .search import search
 
 _SUMMARY = {
@@ -163,6 +164,7 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
     plan = _plan_of(recommendation, final)
     figures = {**derived.figures, **plan_figures(plan, derived.facts, derived.model, knowledge, params)}
     out_figures = _figures(figures, final, knowledge)
+    quote = _quote(recommendation, out_figures, knowledge, ruleset)
     answer = Answer(
         status="provisional" if provisional(workload, ruleset) else "final",
         recommendation=recommendation,
@@ -175,8 +177,20 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
         facts=derived.facts,
         provenance=speed_provenance(plan, derived, out_figures, knowledge, params),
         alternatives=alternatives,
+        bill_of_materials=bill_of(quote),
+        price_list=price_list_id(ruleset.prices) if quote is not None else None,
     )
     return answer, firings, final
+
+
+def _quote(recommendation: Recommendation, figures: dict, knowledge: Knowledge, ruleset: RuleSet):
+    """The recommended build's quote, its figures added to `figures` (None: no price list, or frontier work)."""
+    values = {name: figure.value for name, figure in figures.items()}
+    quote = Pricer(knowledge, ruleset.prices).quote(recommended_plan(recommendation, values))
+    if quote is not None:
+        for name, (value, unit, description) in quote_figures(quote).items():
+            figures[name] = FigureOut(value=value, unit=unit, description=description)
+    return quote
 
 
 def speed_provenance(plan: dict, derived, figures: dict, knowledge: Knowledge, params) -> list[SpeedProvenance]:

@@ -5,6 +5,7 @@ from .. import fastjson
 from .charts import ChartContext, charts_of
 from .charts.text import to_markdown as chart_markdown
 from .model import Answer
+from .render_quote import alternative_price, quote_markdown, quote_text
 
 
 def _figure(value) -> str:
@@ -83,7 +84,7 @@ def to_text(answer: Answer, questions=None) -> str:
     parallelism = " ".join(_present([("tp", par.tp), ("pp", par.pp), ("dp", par.dp), ("sharding", par.sharding)]))
     plan += [parallelism] if parallelism else []
     plan += _present([("interconnect", rec.interconnect)])
-    lines += ["Plan: " + ", ".join(plan)] + _per_gpu_line(answer) + [""]
+    lines += ["Plan: " + ", ".join(plan)] + _per_gpu_line(answer) + [""] + quote_text(answer)
     if answer.status == "provisional" and questions:
         lines += [provisional_heading(len(questions))] + numbered(provisional_lines(questions), "  ") + [""]
     if answer.warnings:
@@ -92,8 +93,8 @@ def to_text(answer: Answer, questions=None) -> str:
         lines.append("")
     if answer.alternatives:
         lines.append("Alternatives:")
-        lines += [f"  {'+' if a.works else '-'} {alternative_plan(a)} ({deciding_figure(a)}): {a.why}"
-                  for a in answer.alternatives]
+        lines += [f"  {'+' if a.works else '-'} {alternative_plan(a)} ({deciding_figure(a)}"
+                  f"{alternative_price(a, answer)}): {a.why}" for a in answer.alternatives]
         lines.append("")
     lines.append("Why:")
     for step in answer.trace:
@@ -129,6 +130,7 @@ def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = No
            "| " + " | ".join(_blank(v) for v in (rec.nodes, rec.gpus_per_node, rec.gpu, rec.precision, rec.replicas,
                                                  rec.parallelism.tp, rec.parallelism.pp, rec.parallelism.dp,
                                                  rec.parallelism.sharding, rec.interconnect)) + " |", ""]
+    out += quote_markdown(answer)
     if answer.status == "provisional" and questions:
         out += ["## Why provisional", "", provisional_heading(len(questions)), ""]
         out += numbered(provisional_lines(questions)) + [""]
@@ -136,9 +138,10 @@ def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = No
         out += ["## Warnings", ""]
         out += [f"- **{w.code}** ({', '.join(w.heuristics)}): {w.message}" for w in answer.warnings] + [""]
     if answer.alternatives:
-        out += ["## Alternatives", "", "| build | works | deciding figure | why |", "|---|---|---|---|"]
-        out += [f"| {alternative_plan(a)} | {'yes' if a.works else 'no'} | {_figure_cell(a)} | {a.why} |"
-                for a in answer.alternatives] + [""]
+        out += ["## Alternatives", "", "| build | works | deciding figure | price, power | why |",
+                "|---|---|---|---|---|"]
+        out += [f"| {alternative_plan(a)} | {'yes' if a.works else 'no'} | {_figure_cell(a)} | "
+                f"{alternative_price(a, answer).removeprefix(', ')} | {a.why} |" for a in answer.alternatives] + [""]
     drawn = charts_of(answer.model_dump(mode="json"), charts or ChartContext())
     if drawn:
         out += ["## Charts", ""] + [line for chart in drawn for line in chart_markdown(chart)]
@@ -153,6 +156,9 @@ def to_markdown(answer: Answer, questions=None, charts: ChartContext | None = No
     out += ["", "## Rule set", "", f"- digest: `{answer.ruleset.digest}`", f"- engine: {answer.ruleset.engine}",
             f"- rules: `{answer.ruleset.directory}`", f"- knowledge: `{answer.ruleset.knowledge_directory}`"]
     out += [f"- `{name}`: `{digest[:16]}`" for name, digest in sorted(answer.ruleset.files.items())]
+    if answer.price_list is not None:
+        out += [f"- price list: `{answer.price_list.file}` of {answer.price_list.date}, digest "
+                f"`{answer.price_list.digest}`"]
     return "\n".join(out) + "\n"
 
 

@@ -7,9 +7,11 @@ candidate's facts once more with the whole rule set and its trace. A faster eval
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..domain.derive import apply_defaults
+from ..domain.quote import Quote
 from ..domain.state import flatten_facts
 from ..domain.workload import MAX_GPUS_PER_NODE, Workload
 from ..errors import KentinoError
@@ -20,10 +22,13 @@ from ..ruleset.ranges import PER_NODE_COUNTS
 from ..ruleset.selection import SelectionPolicy, expand_shown
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
+from .quotes import Pricer, bill_of
 
 # what a candidate's evaluation may raise on facts it cannot size (a card the buyer did not name is skipped)
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError, RecursionError)
 SEARCH_WHY = "chosen by the build search among the cards Kentino ships (rules/selection.yaml); see alternatives"
+PRICE_WHY = ("the cheapest build that works among the cards Kentino ships (rules/selection.yaml `cheapest`, "
+             "rules/prices.yaml); see alternatives")
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,14 @@ class Judged:
     plan: Plan
     failing: object | None  # the first `works` condition that does not hold, or None: buildable
     extra: dict = field(default_factory=dict)  # values judged with besides the plan's (a removed deadline)
+    quote: Quote | None = None  # what the plan costs (rules/prices.yaml; None without a price list)
 
     @property
     def works(self) -> bool:
         return self.failing is None
+
+    def kind_class_equal(self, other: Judged) -> bool:
+        return self.plan.kind_class == other.plan.kind_class
 
 
 @dataclass(frozen=True)
@@ -87,15 +96,18 @@ def candidates_of(known: dict, knowledge) -> list[Candidate]:
     return out
 
 
-def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None) -> Judged:
+def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None,
+          pricer: Pricer | None = None) -> Judged:
     env = {**params, **plan.values, **(extra or {})}
     failing = next((item for item in policy.works if not truth_of(item.node, env)), None)
-    return Judged(candidate, plan, failing, dict(extra or {}))
+    return Judged(candidate, plan, failing, dict(extra or {}), pricer.quote(plan) if pricer is not None else None)
 
 
-def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool) -> tuple:
+def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool, task: str | None = None) -> tuple:
     plan, candidate = judged.plan, judged.candidate
+    allowed = policy.precisions.get(task, ())
     values = {
+        "task-precision": 0 if not allowed or plan.precision in allowed else 1,
         "named-build": 0 if candidate.named and (judged.works or not any_buildable) else 1,
         "buildable": 0 if judged.works else 1,
         "flow-precision": 0 if candidate.precision is None else 1,
@@ -103,17 +115,19 @@ def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool) -> tuple
         "fewer-gpus": plan.gpus,
         "fewer-nodes": plan.nodes or 1,
         "card-preference": _index(policy.cards, candidate.gpu),
+        "cheapest": judged.quote.price_total if judged.quote is not None else math.inf,
     }
     return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
 
 
-def _bound(candidate: Candidate, policy: SelectionPolicy) -> tuple:
+def _bound(candidate: Candidate, policy: SelectionPolicy, pricer: Pricer | None) -> tuple:
     """The best rank a candidate not yet sized could have once a buildable plan is known."""
     values = {
-        "named-build": 0 if candidate.named else 1, "buildable": 0,
+        "named-build": 0 if candidate.named else 1, "buildable": 0, "task-precision": 0,
         "flow-precision": 0 if candidate.precision is None else 1, "lighter-kind": 0,
         "fewer-gpus": candidate.gpus_per_node or 1, "fewer-nodes": 1,
         "card-preference": _index(policy.cards, candidate.gpu),
+        "cheapest": pricer.floor(candidate.gpu, candidate.gpus_per_node) if pricer is not None else 0.0,
     }
     return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
 
@@ -122,7 +136,8 @@ def _index(values: tuple, value) -> int:
     return values.index(value) if value in values else len(values)
 
 
-def _size(candidates, known, evaluator, policy, params, task, every: bool) -> list[Judged]:
+def _size(candidates, known, evaluator, policy, params, task, every: bool,
+          pricer: Pricer | None = None) -> list[Judged]:
     """The judged plans, sizing the most promising candidates first. With `every` false it stops once a
     buildable plan outranks the best any candidate left could reach (what the pick needs; alternatives need
     `every`). On a build whose own plan is not buildable the other precisions the task allows are tried
@@ -137,7 +152,7 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
     def bound(candidate: Candidate) -> tuple:
         found = bounds.get(candidate)
         if found is None:
-            found = bounds[candidate] = _bound(candidate, policy)
+            found = bounds[candidate] = _bound(candidate, policy, pricer)
         return found
 
     while pending:
@@ -154,10 +169,10 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool) -> li
             continue
         if candidate.precision is not None and plan.precision != candidate.precision:
             continue  # the rules did not take the forced precision: the rules' own plan already stands
-        item = judge(candidate, plan, policy, params)
+        item = judge(candidate, plan, policy, params, pricer=pricer)
         judged.append(item)
         if item.works:
-            rank = _rank(item, policy, True)
+            rank = _rank(item, policy, True, task)
             if best is None or rank < best_rank:
                 best, best_rank = item, rank
         if not item.works and candidate.precision is None and "precision" not in known:
@@ -189,24 +204,27 @@ def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvalu
     alone)."""
     policy, params = ruleset.selection, ruleset.parameter_values
     known = workload.known()
-    ranked = _ranked(workload, knowledge, ruleset, evaluator, every=True)
+    pricer = Pricer(knowledge, ruleset.prices)
+    ranked = _ranked(workload, knowledge, ruleset, evaluator, every=True, pricer=pricer)
     chosen = ranked[0]
     facts = chosen.candidate.facts(known)
-    state = {**_switch_state(ranked, chosen, params), **_nothing_works_state(ranked, params)}
-    return SearchResult(chosen, facts, _assumed(chosen, known, ruleset), state,
-                        _alternatives(ranked, chosen, known, evaluator, policy, params))
+    state = {**_switch_state(ranked, chosen, params), **_nothing_works_state(ranked, params),
+             **_price_state(ranked, chosen, policy, workload.task)}
+    return SearchResult(chosen, facts, _assumed(chosen, known, ruleset, state.get("price_decided", False)), state,
+                        _alternatives(ranked, chosen, known, evaluator, policy, params, pricer))
 
 
-def _ranked(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator, every: bool) -> list[Judged]:
+def _ranked(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator, every: bool,
+            pricer: Pricer | None = None) -> list[Judged]:
     """The sized candidates (every one, or as `_size` stops without `every`), best first by the policy."""
     policy, known = ruleset.selection, workload.known()
     judged = _size(candidates_of(known, knowledge), known, evaluator, policy, ruleset.parameter_values,
-                   workload.task, every)
+                   workload.task, every, pricer or Pricer(knowledge, ruleset.prices))
     any_buildable = any(item.works for item in judged)
-    return sorted(judged, key=lambda item: _rank(item, policy, any_buildable))
+    return sorted(judged, key=lambda item: _rank(item, policy, any_buildable, workload.task))
 
 
-def _assumed(chosen: Judged, known: dict, ruleset: RuleSet) -> list[tuple]:
+def _assumed(chosen: Judged, known: dict, ruleset: RuleSet, priced: bool = False) -> list[tuple]:
     """(fact, value, why) for each part of the build the search chose: a fact default's own reason when the
     search kept the default's value."""
     _, defaults = apply_defaults(flatten_facts(known), ruleset.fact_policies)
@@ -218,7 +236,9 @@ def _assumed(chosen: Judged, known: dict, ruleset: RuleSet) -> list[tuple]:
         if value is None or fact in known:
             continue
         default = default_of.get(fact)
-        out.append((fact, value, default.why if default is not None and default.value == value else SEARCH_WHY))
+        why = PRICE_WHY if priced and fact == "gpu" else SEARCH_WHY
+        out.append((fact, value, default.why if default is not None and default.value == value and not priced
+                    else why))
     return out
 
 
@@ -245,6 +265,32 @@ def _switch_state(ranked: list[Judged], chosen: Judged, params) -> dict:
     return state
 
 
+def _price_state(ranked: list[Judged], chosen: Judged, policy: SelectionPolicy, task: str) -> dict:
+    """price_decided and runner_up_* when the price decided between the recommendation and the next build that
+    works on another card; cheaper_* when the buyer's named build is kept although another card's works for less."""
+    if chosen.quote is None or not chosen.works:
+        return {}
+    others = [item for item in ranked if item.works and item.quote is not None
+              and item.candidate.gpu != chosen.candidate.gpu]
+    base = {"price_currency": chosen.quote.currency, "chosen_price": round(chosen.quote.price_total)}
+    if chosen.candidate.named:
+        cheaper = min(others, key=lambda item: item.quote.price_total, default=None)
+        if cheaper is None or cheaper.quote.price_total >= chosen.quote.price_total:
+            return {}
+        plan = cheaper.plan
+        return {**base, "cheaper_gpu": cheaper.candidate.gpu, "cheaper_gpus_per_node": plan.gpus_per_node or 0,
+                "cheaper_nodes": max(1, int(plan.nodes or 1)),
+                "cheaper_saving": round(chosen.quote.price_total - cheaper.quote.price_total)}
+    if not others or "cheapest" not in policy.order:
+        return {}
+    mine, theirs = _rank(chosen, policy, True, task), _rank(others[0], policy, True, task)
+    first = next((index for index, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), None)
+    if first is None or first >= len(policy.order) or policy.order[first] != "cheapest":
+        return {}
+    return {**base, "price_decided": True, "runner_up_gpu": others[0].candidate.gpu,
+            "runner_up_price": round(others[0].quote.price_total)}
+
+
 def _nothing_works_state(ranked: list[Judged], params) -> dict:
     """closest_* when no build the search weighed works and the closest one is a plan Kentino would build: the
     best-ranked, the test it fails and why (the rules then answer frontier work, saying how far it falls short)."""
@@ -263,11 +309,11 @@ def _nothing_works_state(ranked: list[Judged], params) -> dict:
     return state
 
 
-def _alternatives(ranked, chosen, known, evaluator, policy, params) -> list[Alternative]:
+def _alternatives(ranked, chosen, known, evaluator, policy, params, pricer: Pricer) -> list[Alternative]:
     """The slower plan without the deadline (when the deadline forced more nodes), the named build when the
     recommendation left it, and the best plan of every other card, in the policy's order."""
     picked: list[Judged] = []
-    slower = _without_deadline(chosen, known, evaluator, policy, params)
+    slower = _without_deadline(chosen, known, evaluator, policy, params, pricer)
     if slower is not None:
         picked.append(slower)
     named = next((item for item in ranked if item.candidate.named), None)
@@ -278,10 +324,10 @@ def _alternatives(ranked, chosen, known, evaluator, policy, params) -> list[Alte
         if item.candidate.gpu not in cards:
             cards.add(item.candidate.gpu)
             picked.append(item)
-    return [_alternative(item, policy, params) for item in picked if item.plan.kind is not None]
+    return [_alternative(item, policy, params, chosen) for item in picked if item.plan.kind is not None]
 
 
-def _without_deadline(chosen: Judged, known, evaluator, policy, params) -> Judged | None:
+def _without_deadline(chosen: Judged, known, evaluator, policy, params, pricer: Pricer) -> Judged | None:
     """The chosen build's plan without the deadline, judged against it, when it needs fewer nodes and has a time
     to result to judge (a live-serving plan has none: there the deadline only raised the demand, and a plan
     without it would be called working while it misses that demand)."""
@@ -294,24 +340,41 @@ def _without_deadline(chosen: Judged, known, evaluator, policy, params) -> Judge
         return None
     if (plan.nodes or 1) >= (chosen.plan.nodes or 1) or plan.time_to_result_days is None:
         return None
-    return judge(chosen.candidate, plan, policy, params, {"deadline_days": known["deadline_days"]})
+    return judge(chosen.candidate, plan, policy, params, {"deadline_days": known["deadline_days"]}, pricer)
 
 
-def _alternative(judged: Judged, policy: SelectionPolicy, params) -> Alternative:
+def _alternative(judged: Judged, policy: SelectionPolicy, params, chosen: Judged | None = None) -> Alternative:
     plan = judged.plan
     values = {**plan.values, **judged.extra}
     if judged.failing is not None:
         name = judged.failing.figure
         why = _reason(judged, params)
+    elif _costlier(judged, chosen, policy):
+        name = "price_total"
+        values = {**values, "price_total": judged.quote.price_total}
+        why = (f"it works, but costs {judged.quote.currency} "
+               f"{judged.quote.price_total - chosen.quote.price_total:,.0f} more than the recommended build "
+               "(rules/selection.yaml ranks the cheaper build that works first).")
     else:
         name = next((expand_shown(n, plan.precision or "") for n in policy.shown
                      if expand_shown(n, plan.precision or "") in values), None)
         why = plan.because
-    figure = DecidingFigure(name=name, value=values.get(name), unit=unit_of(name)) if name else None
+    unit = judged.quote.currency if name == "price_total" and judged.quote is not None else unit_of(name or "")
+    figure = DecidingFigure(name=name, value=values.get(name), unit=unit) if name else None
     return Alternative(gpu=judged.candidate.gpu, gpus_per_node=_count(plan.gpus_per_node) or 0, kind=plan.kind,
                        nodes=_count(plan.nodes), precision=plan.precision, works=judged.works, figure=figure, why=why,
-                       time_to_result_days=plan.time_to_result_days, figures=dict(plan.figures),
-                       fails=judged.failing.id if judged.failing is not None else None)
+                       time_to_result_days=plan.time_to_result_days,
+                       figures={**plan.figures, **(judged.quote.figures() if judged.quote is not None else {})},
+                       fails=judged.failing.id if judged.failing is not None else None,
+                       bill_of_materials=bill_of(judged.quote))
+
+
+def _costlier(judged: Judged, chosen: Judged | None, policy: SelectionPolicy) -> bool:
+    """Whether a working alternative lost on price: it costs more than a working recommendation, by a policy
+    that ranks by price."""
+    return (chosen is not None and chosen.works and "cheapest" in policy.order and judged.quote is not None
+            and chosen.quote is not None and judged.quote.price_total > chosen.quote.price_total
+            and judged.kind_class_equal(chosen))
 
 
 def _count(value) -> int | None:

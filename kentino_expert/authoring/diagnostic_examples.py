@@ -43,7 +43,7 @@ def _joined(text: str, example: str, where: str) -> str:
 
 
 # files whose top-level mapping an example's entries join; an example for any other file is the whole file
-JOINED_FILES = ("parameters.yaml", "facts.yaml", "heuristics.yaml")
+JOINED_FILES = ("parameters.yaml", "facts.yaml", "heuristics.yaml", "prices.yaml")
 
 
 def write_into(project: Path, file: str, text: str, without: str = "", replacing: str = "") -> None:

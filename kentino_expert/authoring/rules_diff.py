@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..domain.quote import QUOTE_FIGURES
 from ..domain.vocabulary import INFERENCE_TASKS, TASKS
 from ..errors import InputError, KentinoError, Location
 from .scenarios import Scenario
@@ -145,14 +146,17 @@ def _answer(expert, facts):
 
 def _details(answer) -> dict:
     """What an answer says beyond kind/nodes/precision/card: its status, the plan's other fields, the summary,
-    each default assumed (value and why), each alternative build and each warning's message, by the name a
-    changed one is listed under."""
+    its quote's price, power and price of the work, each default assumed (value and why), each alternative build
+    and each warning's message, by the name a changed one is listed under."""
     rec = answer.recommendation
     details = {"status": answer.status, "gpus_per_node": rec.gpus_per_node, "replicas": rec.replicas,
                "interconnect": rec.interconnect, **rec.parallelism.model_dump(), "summary": rec.summary}
+    # the quote (rules/prices.yaml): a price changed in the list moves these and nothing else
+    details.update((name, answer.figures[name].value) for name in QUOTE_FIGURES if name in answer.figures)
     details.update((f"assumption {a.fact}", {"value": a.value, "why": a.why}) for a in answer.assumptions)
-    # each alternative build as listed (not its `why`: the rules' own sentences, compared through the rules)
-    details.update((f"alternative {a.gpu} x{a.gpus_per_node}", a.model_dump(exclude={"why"}))
+    # each alternative build as listed (not its `why`: the rules' own sentences, compared through the rules; nor
+    # its bill of materials: its price figures say what moved)
+    details.update((f"alternative {a.gpu} x{a.gpus_per_node}", a.model_dump(exclude={"why", "bill_of_materials"}))
                    for a in answer.alternatives)
     details.update((f"warning {w.code}", {"message": w.message, "rule": w.rule}) for w in answer.warnings)
     return details

@@ -27,6 +27,7 @@ from .heuristics import read_heuristics
 from .latency_table import check_latency as _check_latency
 from .loose_names import loose_name
 from .measurements import MEASUREMENTS_FILE, MeasurementSpec, read_measurements
+from .parts import PARTS_FILE, Parts, read_parts
 from .probetable import PROBES_FILE, check_probes
 from .sizing_schema import check_sizing, check_sizing_names
 from .spec_model import Spec
@@ -194,6 +195,7 @@ class Knowledge(BaseModel):
     directory: str = ""  # where the files were read (answers name it)
     probes: dict[str, tuple] = Field(default_factory=dict)  # probes.yaml: fact -> the values a what-if tries
     measurements: tuple[MeasurementSpec, ...] = ()  # measurements.yaml: published serving measurements
+    parts: Parts = Field(default_factory=Parts)  # parts.yaml: chassis and fabric parts a quote lists
 
     def model(self, name: str) -> ModelSpec:
         return _lookup(self.models, name, "model")
@@ -344,16 +346,21 @@ def load_knowledge(directory: str | Path) -> Knowledge:
     knowledge = Knowledge(models=tables["models"], gpus=tables["gpus"], links=tables["links"],
                           sizing=_plain(sizing), latency=_plain(latency), heuristics=heuristics, files=files,
                           directory=str(root), heuristic_locations=where)
-    return _with_measurements(_with_probes(knowledge, root / PROBES_FILE), root / MEASUREMENTS_FILE)
+    knowledge = _with_probes(knowledge, root / PROBES_FILE)
+    knowledge = _with_table(knowledge, root / MEASUREMENTS_FILE, "measurements",
+                            lambda data, path: read_measurements(data, path, knowledge.models, knowledge.gpus))
+    return _with_table(knowledge, root / PARTS_FILE, "parts",
+                       lambda data, path: read_parts(data, path, tables["links"]))
 
 
-def _with_measurements(knowledge: Knowledge, path: Path) -> Knowledge:
-    """The knowledge with measurements.yaml's rows (no file: none; the serving model then says so)."""
+def _with_table(knowledge: Knowledge, path: Path, field: str, read) -> Knowledge:
+    """The knowledge with an optional file's table (no file: none; measurements.yaml: the serving model then says
+    so; parts.yaml: no answer carries a quote)."""
     if not os.path.lexists(path):
         return knowledge
     files = dict(knowledge.files)
-    rows = read_measurements(_digested(path.parent, path.name, files), str(path), knowledge.models, knowledge.gpus)
-    return knowledge.model_copy(update={"measurements": rows, "files": files})
+    table = read(_digested(path.parent, path.name, files), str(path))
+    return knowledge.model_copy(update={field: table, "files": files})
 
 
 def _check_cards(gpus: dict, links: dict, entries: list, path: str) -> None:

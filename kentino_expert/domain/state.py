@@ -31,6 +31,11 @@ SEARCH_TYPES: dict[str, object] = {
     "closest_tp": NUMBER, "closest_pp": NUMBER, "closest_dp": NUMBER, "closest_replicas": NUMBER,
     "closest_interconnect": TEXT,
     "closest_precision": enum_of(PRECISIONS), "closest_test": TEXT, "closest_reason": TEXT,
+    # the price (rules/prices.yaml): when it decided between two builds that work, and what a cheaper build that
+    # works would save when the buyer's named build is kept
+    "price_currency": TEXT, "price_decided": BOOL, "runner_up_gpu": TEXT, "runner_up_price": NUMBER,
+    "chosen_price": NUMBER, "cheaper_gpu": TEXT, "cheaper_gpus_per_node": NUMBER, "cheaper_nodes": NUMBER,
+    "cheaper_saving": NUMBER,
 }
 
 RECOMMENDATION_PREFIX = "recommended_"

@@ -206,12 +206,13 @@ POLICY = (
          file="rules/facts.yaml", schema=True),
     Code("E035", "error", "a value of `selection.yaml` is not one the build search knows",
          "`rules/selection.yaml` is the build search's policy: `order` lists criteria out of named-build, "
-         "buildable, flow-precision, lighter-kind, fewer-gpus, fewer-nodes and card-preference; `kinds` the "
+         "buildable, flow-precision, task-precision, lighter-kind, fewer-gpus, fewer-nodes, card-preference and "
+         "cheapest (which needs rules/prices.yaml); `kinds` the "
          "kinds (and dp-replicas-of-units); `cards` the cards of knowledge/gpus.yaml; `precisions` maps tasks "
          "to precisions; `works` is a list of {id, heuristics, when, figure, says}. A value outside these, one "
          "listed twice, an empty `order`, `kinds` or `cards` (an empty order would rank nothing, not even "
          "`buildable`), or a part of the wrong shape cannot be ordered or tried.",
-         "selection:\n  order: [buildable, cheapest]\n  kinds: [single-node]\n  cards: [rtx-pro-6000]\n",
+         "selection:\n  order: [buildable, fastest]\n  kinds: [single-node]\n  cards: [rtx-pro-6000]\n",
          "Use the names the message lists (`rules check --explain E035`); list each once.",
          file="rules/selection.yaml", schema=True),
     Code("E036", "error", "a parameter the sizing reads is outside the values it can take",

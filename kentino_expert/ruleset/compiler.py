@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ..domain.catalog import Knowledge, catalog_of
+from ..domain.quote import PriceList
 from ..domain.state import RECOMMENDED_KIND, recommendation_key, warning_key
 from ..domain.vocabulary import PRECISIONS
 from ..errors import Location
@@ -25,11 +26,13 @@ from ..lang.templates import check_template
 from ..lang.typecheck import check_condition, check_value_expression
 from ..lang.valuetypes import NUMBER, is_enum
 from ..sourcefiles import yaml_files
+from ..yamlsrc import location_of
 from . import asks, bounds, crosschecks
 from .analysis import analyse, report_shape_problems
 from .diagnostics import Diagnostic, DiagnosticSink
 from .namespace import Namespace, build_namespace
 from .policies import read_fact_policies, read_parameters
+from .prices import PRICES_FILE, read_prices
 from .ranges import Ranges
 from .rulefile import SPECIAL_FILES, Condition, Rule, count_problem, read_rule_file, read_rules
 from .selection import SELECTION_FILE, SelectionPolicy, read_selection
@@ -72,6 +75,7 @@ class RuleSet:
     diagnostics: tuple[Diagnostic, ...] = ()
     by_id: dict = field(default_factory=dict)
     selection: SelectionPolicy | None = None  # rules/selection.yaml; without it, no build search
+    prices: PriceList | None = None  # rules/prices.yaml; without it, no answer carries a quote
 
     @functools.cached_property
     def parameter_values(self) -> Mapping:
@@ -115,7 +119,8 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
     files, rules, parameters, policies, selection = {}, [], {}, {}, None
     if not root.is_dir():
         sink.error(Location(str(root)), "E001", "rule directory not found")
-        return files, rules, parameters, policies, selection
+        return files, rules, parameters, policies, selection, None
+    prices = None
     for path in yaml_files(root):  # not a hidden one (an editor's lock or swap file): `rules publish` leaves it out too
         display, errors = _display(path, root), len(sink.errors)
         data, text = read_rule_file(path, sink, display, root)
@@ -130,6 +135,8 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
             policies = read_fact_policies(data, display, sink)
         elif path.name == SELECTION_FILE:
             selection = (data, display)
+        elif path.name == PRICES_FILE:
+            prices = (data, display, text)
         else:
             rules.extend(read_rules(data, display, sink))
     for special in SPECIAL_FILES:
@@ -137,7 +144,7 @@ def read_directory(directory: str | Path, sink: DiagnosticSink):
             sink.error(Location(str(root / special)), "E001", f"missing {special}")
     bounds.check_rule_count(rules, sink)
     _warn_unread(root, sink)
-    return files, rules, parameters, policies, selection
+    return files, rules, parameters, policies, selection, prices
 
 
 def _warn_unread(root: Path, sink: DiagnosticSink) -> None:
@@ -255,7 +262,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     """Load and check a rule directory; raise RuleFileError listing every error found. `backend` (a class of
     engine/backend.py's protocol) adds its reserved names and the rule shapes it cannot run to the checks."""
     sink = sink or DiagnosticSink()
-    files, rules, parameters, policies, selection_file = read_directory(directory, sink)
+    files, rules, parameters, policies, selection_file, prices_file = read_directory(directory, sink)
     crosschecks.check_sizing_parameters(files, parameters, sink)
     if sink.has_root_cause:  # a file, or a parameter, that could not be read: later checks would blame others
         raise sink.error_report()
@@ -270,6 +277,10 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     compiled = tuple(_compile_rule(rule, order, namespace, params, sink, ranges)
                      for order, (_, rule) in enumerate(ranked, start=1))
     selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
+    prices = read_prices(*prices_file, knowledge, sink) if prices_file else None
+    if selection is not None and "cheapest" in selection.order and prices_file is None:
+        sink.error(location_of(selection_file[0].get("selection", {}), "order", selection_file[1]), "E035",
+                   f"selection.order: 'cheapest' needs a price list ({PRICES_FILE} beside {SELECTION_FILE})")
     analyse(compiled, parameters, knowledge, namespace, sink, selection)
     bounds.check_answer_text(compiled, policies, namespace, sink)
     if backend is not None:
@@ -277,7 +288,7 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
     if sink.errors:
         raise sink.error_report()
     ruleset = RuleSet(str(directory), compiled, parameters, policies, namespace, knowledge.heuristics, files,
-                      digest_of(files, knowledge), tuple(sink.sorted()), selection=selection)
+                      digest_of(files, knowledge), tuple(sink.sorted()), selection=selection, prices=prices)
     ruleset.by_id.update({rule.id: rule for rule in compiled})
     return ruleset
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from ..errors import Location, RuleFileError, clipped, did_you_mean, printable, with_suggestion
 from .codes_checking import CHECKING_CODES
+from .codes_prices import PRICE_CODES
 from .codes_reading import READING_CODES
 from .diagnostic_code import DiagnosticCode
 
-REGISTRY: dict[str, DiagnosticCode] = {code.id: code for code in READING_CODES + CHECKING_CODES}
+REGISTRY: dict[str, DiagnosticCode] = {code.id: code for code in READING_CODES + PRICE_CODES + CHECKING_CODES}
 CODES = {code: entry.summary for code, entry in REGISTRY.items()}  # id -> summary (the table of the guides)
 # Codes given once and no more: `--explain` still says what became of them.
 RETIRED = {"E003": "E003 (a value has the wrong type or form) was split into specific codes: E010-E018 "

@@ -19,9 +19,12 @@ from ..lang.valuetypes import NUMBER
 from ..lang.valuetypes import finite_number as _number
 
 SEARCH_COUNTS = frozenset({"named_nodes", "named_gpus_per_node", "closest_nodes", "closest_gpus_per_node",
-                           "closest_tp", "closest_pp", "closest_dp", "closest_replicas"})
+                           "closest_tp", "closest_pp", "closest_dp", "closest_replicas", "cheaper_nodes",
+                           "cheaper_gpus_per_node"})
+# prices the build search tells the rules (answer/search.py _price_state): whole, at least 0, at most FIGURE_MAX
+SEARCH_PRICES = frozenset({"runner_up_price", "chosen_price", "cheaper_saving"})
 # counts within one box: the search drops a closest plan's count above the box bound (answer/search.py)
-PER_NODE_COUNTS = frozenset({"named_gpus_per_node", "closest_gpus_per_node", "closest_tp"})
+PER_NODE_COUNTS = frozenset({"named_gpus_per_node", "closest_gpus_per_node", "closest_tp", "cheaper_gpus_per_node"})
 _FLATTENED = {"proposed_nodes": ("ProposedBuild", "nodes"),
               "proposed_gpus_per_node": ("ProposedBuild", "gpus_per_node")}
 
@@ -94,6 +97,8 @@ class Ranges:
             return Interval(1.0, float(MAX_GPUS_PER_NODE), True)
         if name in SEARCH_COUNTS:  # the build search's counts of a plan it weighed: whole, at least one
             return Interval(1.0, FIGURE_MAX, True)
+        if name in SEARCH_PRICES:
+            return Interval(0.0, FIGURE_MAX, True)
         return EVERYTHING
 
     def learn_recommendations(self, rules, params: dict) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..domain.vocabulary import KINDS, PRECISIONS, TASKS
 from ..domain.workload import Workload
 from .policies import DEFAULT_KEYS, DEFAULT_REQUIRED, FACT_KEYS, FACT_REQUIRED, PARAMETER_KEYS, PARAMETER_REQUIRED
+from .prices import LINE_KEYS, PRICES_KEYS
 from .rulefile import (
     KEBAB,
     MAX_PRIORITY,
@@ -89,10 +90,22 @@ def _selection_schema() -> dict:
     return _object(SELECTION_KEYS, ("order", "kinds", "cards"), kinds)
 
 
+def _prices_schema() -> dict:
+    positive = {"type": "number", "exclusiveMinimum": 0}
+    line = _object(LINE_KEYS, ("part", "price", "source"),
+                   {"part": _TEXT, "price": positive, "currency": {**_TEXT, "pattern": "^[A-Z]{3}$"},
+                    "source": _TEXT, "public_estimate": {"type": "boolean"}})
+    kinds = {"currency": {**_TEXT, "pattern": "^[A-Z]{3}$"},
+             "date": {**_TEXT, "format": "date", "description": "the day the prices were read (2026-12-01)"},
+             "max_age_days": {"type": "integer", "minimum": 1}, "amortization_years": positive,
+             "energy_price_per_kwh": positive, "lines": {"type": "array", "items": line}}
+    return _object(PRICES_KEYS, PRICES_KEYS, kinds)
+
+
 def rules_schema() -> dict:
-    """One schema for every file of rules/: a rules list, the parameters, the facts policy, or the build
-    search's selection policy (one of the four top-level keys; the schema cannot tell which file it is in,
-    `rules check` can)."""
+    """One schema for every file of rules/: a rules list, the parameters, the facts policy, the build search's
+    selection policy, or the price list (one of the five top-level keys; the schema cannot tell which file it is
+    in, `rules check` can)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Kentino Expert rule file",
@@ -101,7 +114,7 @@ def rules_schema() -> dict:
         "properties": {"rules": {"type": "array", "items": _rule_schema()},
                        "parameters": {"type": "object", "additionalProperties": _parameter_schema()},
                        "facts": {"type": "object", "additionalProperties": _fact_schema()},
-                       "selection": _selection_schema()},
+                       "selection": _selection_schema(), "prices": _prices_schema()},
     }
 
 

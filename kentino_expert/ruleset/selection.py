@@ -33,6 +33,9 @@ CRITERIA = {
     "fewer-gpus": "fewer GPUs in all (nodes x GPUs per node) first",
     "fewer-nodes": "fewer nodes first",
     "card-preference": "the card listed earlier in `cards` first",
+    "cheapest": "the lower purchase price first (rules/prices.yaml)",
+    "task-precision": "a plan at a precision `precisions` lists for the task before one the rules fell back to "
+                      "(LoRA kept as LoRA before QLoRA)",
 }
 SELECTION_KEYS = ("order", "kinds", "cards", "precisions", "works", "shown")
 WORKS_KEYS = ("id", "heuristics", "when", "figure", "says")

@@ -2,11 +2,11 @@
 ask on, in at most 2 KB of JSON (a full answer is ten to twenty times that: answer_size.py measures it for the
 served schema and the docs).
 
-It keeps the decision id, the status, the recommendation's shape and summary, the first three questions (fact
-and question), the warning codes and the alternatives (card, kind, nodes, precision, works). Text from the rules and the
-catalog is clipped to a byte budget per field, with an ellipsis, and lists to a count (the number left out is
-given), so the whole stays within MAX_COMPACT_BYTES whatever the rule set writes; the full answer stays
-available by the decision id.
+It keeps the decision id, the status, the recommendation's shape, price, power and summary, the first three
+questions (fact and question), the warning codes and the alternatives (card, kind, nodes, precision, works, price,
+power). Text from the rules and the catalog is clipped to a byte budget per field, with an ellipsis, and lists to
+a count (the number left out is given), so the whole stays within MAX_COMPACT_BYTES whatever the rule set writes;
+the full answer stays available by the decision id.
 """
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class CompactRecommendation(BaseModel):
     gpus_per_node: int | None = Field(description="GPUs in each node.")
     gpu: str | None = Field(description="The card, by its catalog id.")
     precision: str | None = Field(description="Weight precision the plan runs at.")
+    price_total: float | None = Field(None, description="Purchase price of the build in the price list's currency "
+                                                        "(null: no quote).")
+    power_kw: float | None = Field(None, description="Power the rack must supply at load, kW (null: no quote).")
     summary: str = Field(description=f"The full answer's summary, clipped to {SUMMARY_BYTES} bytes with an "
                                      f"ellipsis when longer.")
 
@@ -55,6 +58,8 @@ class CompactAlternative(BaseModel):
     nodes: int | None = Field(description="Servers (nodes).")
     precision: str | None = Field(description="Weight precision the build's plan runs at.")
     works: bool | None = Field(description="Whether that build would serve the workload.")
+    price_total: float | None = Field(None, description="Its purchase price (null: no quote).")
+    power_kw: float | None = Field(None, description="Its power at load, kW (null: no quote).")
 
 
 class CompactDecision(BaseModel):
@@ -72,6 +77,7 @@ class CompactDecision(BaseModel):
     more_warnings: int = Field(description="How many further warnings the full answer has.")
     alternatives: list[CompactAlternative] = Field(description=f"Up to {MAX_ALTERNATIVES} other builds weighed "
                                                                f"(empty when the answer has none).")
+    currency: str | None = Field(None, description="The currency of every price_total (null: no quote).")
 
 
 def clip(text, max_bytes: int) -> str | None:
@@ -105,7 +111,17 @@ def _alternative(item) -> dict:
     return {"gpu": clip(_field(item, "gpu"), NAME_BYTES), "kind": kind,
             "nodes": nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else None,
             "precision": clip(_field(item, "precision"), NAME_BYTES),
-            "works": works if isinstance(works, bool) else None}
+            "works": works if isinstance(works, bool) else None, **_price(_field(item, "figures") or {})}
+
+
+def _price(figures: dict) -> dict:
+    """price_total and power_kw of a build's figures (figures from a rule set may be anything: numbers only)."""
+    return {name: (value if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+            for name, value in ((n, _value(figures.get(n))) for n in ("price_total", "power_kw"))}
+
+
+def _value(figure):
+    return figure.get("value") if isinstance(figure, dict) else figure
 
 
 def compact(response: dict) -> dict:
@@ -118,6 +134,7 @@ def compact(response: dict) -> dict:
         "view": "compact", "decision_id": response.get("decision_id"), "status": response["status"],
         "recommendation": {"kind": rec["kind"], "nodes": rec.get("nodes"), "gpus_per_node": rec.get("gpus_per_node"),
                            "gpu": clip(rec.get("gpu"), NAME_BYTES), "precision": clip(rec.get("precision"), NAME_BYTES),
+                           **_price(response.get("figures") or {}),
                            "summary": clip(rec.get("summary", ""), SUMMARY_BYTES)},
         "questions": [{"fact": clip(q["fact"], NAME_BYTES), "ask": clip(q["ask"], ASK_BYTES)}
                       for q in questions[:MAX_QUESTIONS]],
@@ -125,6 +142,7 @@ def compact(response: dict) -> dict:
         "warnings": [clip(w["code"], NAME_BYTES) for w in warnings[:MAX_WARNINGS]],
         "more_warnings": max(0, len(warnings) - MAX_WARNINGS),
         "alternatives": [_alternative(a) for a in alternatives[:MAX_ALTERNATIVES]],
+        "currency": clip((response.get("price_list") or {}).get("currency"), NAME_BYTES),
     }
     return view
 

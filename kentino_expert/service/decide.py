@@ -7,25 +7,14 @@ decision the log lost; a repeated decision is a new decision, with its own id an
 """
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
 
 from ..answer.failures import evaluation_failures
-from ..answer.model import (
-    Alternative,
-    Answer,
-    AssumptionOut,
-    FigureOut,
-    Question,
-    Recommendation,
-    RulesetId,
-    SpeedProvenance,
-    TraceStep,
-    WarningOut,
-    WhyNot,
-)
+from ..answer.model import Answer, Question, WhyNot
 from ..answer.whynot import why_not_from
 from ..decisions.log import DecisionLog
 from ..decisions.meta import check_meta
@@ -35,9 +24,8 @@ from ..domain.workload import Workload, validate_facts
 _log = logging.getLogger(__name__)
 
 
-class Decision(BaseModel):
-    """An answer as a decision: its id in the log (None when not logged), the answer's fields, the questions
-    still worth asking (ranked) and why not the other kinds. Its JSON is what every edge sends."""
+class _DecisionBase(BaseModel):
+    """What a decision adds to an answer, before the answer's own fields (Decision below)."""
 
     model_config = ConfigDict(frozen=True)
     decision_id: str | None = Field(description="Id of the decision in the log (null when not logged): give it to "
@@ -46,18 +34,6 @@ class Decision(BaseModel):
     questions: list[Question] = Field(description="Facts still worth asking for, most decisive first: ask the "
                                                   "person the first while the status is provisional.")
     why_not: list[WhyNot] = Field(description="Why each other kind was not chosen.")
-    recommendation: Recommendation = Field(description="What to buy.")
-    figures: dict[str, FigureOut] = Field(description="Every figure the facts allow, by name.")
-    warnings: list[WarningOut] = Field(description="Advice given beside the recommendation, in firing order.")
-    assumptions: list[AssumptionOut] = Field(description="Defaults assumed for facts not given.")
-    trace: list[TraceStep] = Field(description="The rules that fired, in firing order.")
-    ruleset: RulesetId = Field(description="The rule set that answered.")
-    facts: dict = Field(description="The facts after defaults and catalog canonicalisation.")
-    provenance: list[SpeedProvenance] = Field(default_factory=list, description="How the plan's speed and time "
-                                              "figures were obtained (measured, extrapolated, derived, estimated).")
-    alternatives: list[Alternative] = Field(
-        default=[], description="The best build of every other card the search sized (and the one-node plan "
-                                "where a deadline forced more): builds, where `why_not` is kinds.")
     _response: dict | None = PrivateAttr(default=None)  # the JSON, when the evaluation already made it
 
     @property
@@ -69,6 +45,15 @@ class Decision(BaseModel):
         if self._response is None:
             return self.model_dump(mode="json")
         return {"decision_id": self.decision_id, **self._response}
+
+
+# An answer as a decision: its id in the log (None when not logged), the questions still worth asking (ranked),
+# why not the other kinds, then every field of the answer, taken from Answer itself (not restated: a field added
+# to the answer is in the decision, its JSON and its schema). Its JSON is what every edge sends.
+Decision = create_model("Decision", __base__=_DecisionBase, __doc__=(
+    "An answer as a decision: its id in the log (None when not logged), the answer's fields, the questions still "
+    "worth asking (ranked) and why not the other kinds. Its JSON is what every edge sends."),
+    **{name: (field.annotation, copy.copy(field)) for name, field in Answer.model_fields.items() if name != "status"})
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from .builds import builds_chart
 from .common import ChartContext, context_of
 from .efficiency import efficiency_chart
 from .memory import memory_chart
+from .prices import prices_chart
 from .spec import Chart
 from .timeline import time_chart
 
-BUILDERS = (memory_chart, builds_chart, time_chart, efficiency_chart)
+BUILDERS = (memory_chart, builds_chart, prices_chart, time_chart, efficiency_chart)
 
 __all__ = ["BUILDERS", "Chart", "ChartContext", "charts_of", "context_of"]
 
