@@ -49,7 +49,7 @@ def test_html_has_each_chart_inline_with_its_text_equivalent(expert, ib):
     script and no external resource."""
     page = explain_html(expert, expert.recommend(SWITCH).model_dump(mode="json"))
     figures = re.findall(r'<figure class="chart" data-chart="(\w+)">(.*?)</figure>', page, re.S)
-    assert [key for key, _ in figures] == ["memory", "builds", "time", "efficiency"]
+    assert [key for key, _ in figures] == ["memory", "builds", "prices", "time", "efficiency"]
     for key, body in figures:
         svg = body[body.index("<svg"):body.index("</svg>") + 6]
         root = ET.fromstring(svg)
@@ -117,7 +117,8 @@ def test_cli_writes_the_charts_as_files(expert, ib, tmp_path):
     done = runner.invoke(main, ["explain", str(answer), "--charts", str(tmp_path / "out")])
     assert done.exit_code == 0, done.output
     expected = sorted(f"{chart.key}.svg" for chart in charts_of(ib, context_of(expert)))
-    assert expected == ["builds.svg", "efficiency.svg", "memory.svg", "time.svg"], "an IB training plan has all four"
+    assert expected == ["builds.svg", "efficiency.svg", "memory.svg", "prices.svg", "time.svg"], \
+        "an IB training plan has all five"
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == expected
     ET.parse(tmp_path / "out" / "memory.svg")
     blocker = tmp_path / "file"
