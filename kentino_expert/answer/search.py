@@ -64,9 +64,6 @@ class Judged:
     def works(self) -> bool:
         return self.failing is None
 
-    def kind_class_equal(self, other: Judged) -> bool:
-        return self.plan.kind_class == other.plan.kind_class
-
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -374,7 +371,7 @@ def _costlier(judged: Judged, chosen: Judged | None, policy: SelectionPolicy) ->
     that ranks by price."""
     return (chosen is not None and chosen.works and "cheapest" in policy.order and judged.quote is not None
             and chosen.quote is not None and judged.quote.price_total > chosen.quote.price_total
-            and judged.kind_class_equal(chosen))
+            and judged.plan.kind_class == chosen.plan.kind_class)
 
 
 def _count(value) -> int | None:

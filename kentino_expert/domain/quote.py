@@ -96,11 +96,12 @@ def quote_of(build: Build, knowledge, prices: PriceList) -> Quote | None:
         return None
     card = knowledge.gpus.get(build.gpu)
     chassis = knowledge.parts.chassis_for(build.gpus_per_node, card.form_factor) if card else None
-    if card is None or chassis is None or prices.price(card.id) is None or prices.price(chassis.id) is None:
-        return None
+    if card is None or chassis is None or card.board_power_w is None or prices.price(card.id) is None \
+            or prices.price(chassis.id) is None:
+        return None  # a card without its board power would be quoted at a power the rack cannot trust
     lines = [_line(card.id, card.name, build.nodes * build.gpus_per_node, prices),
              _line(chassis.id, chassis.name, build.nodes, prices)]
-    watts = build.nodes * (chassis.base_power_w + build.gpus_per_node * (card.board_power_w or 0.0))
+    watts = build.nodes * (chassis.base_power_w + build.gpus_per_node * card.board_power_w)
     units = build.nodes * chassis.rack_units
     if build.fabric is not None:
         parts = knowledge.parts.fabric(build.fabric)
