@@ -153,10 +153,13 @@ def test_workers_counts_add_up_in_every_scrape(tmp_path):
     scratch.mkdir()
     process, base = _serve(tmp_path, "--workers", "2", "--db", str(tmp_path / "log.db"), TMPDIR=str(scratch))
     try:
-        pids = set()
-        for _ in range(20):
+        pids, sent = set(), 0
+        # The kernel hands a new connection to whichever worker accepts first, so an idle pair may give one worker
+        # a long run; keep sending (at least 20, at most 300) until both have answered.
+        while sent < 300 and (sent < 20 or len(pids) < 2):
             with httpx.Client(base_url=base, timeout=30) as client:  # a new connection each time
                 assert client.post("/v1/recommend", json=FACTS).status_code == 200
+                sent += 1
                 pids.add(client.get("/readyz").json()["worker_pid"])
         totals = set()
         for _ in range(8):
@@ -167,6 +170,6 @@ def test_workers_counts_add_up_in_every_scrape(tmp_path):
         assert list(scratch.glob("kentino-metrics-*"))
     finally:
         _stop(process)
-    assert totals == {20.0}, totals
-    assert len(pids) == 2, f"one worker answered every connection: {pids}"
+    assert totals == {float(sent)}, (totals, sent)
+    assert len(pids) == 2, f"one worker answered all {sent} connections: {pids}"
     assert not list(scratch.glob("kentino-metrics-*")), "the metrics directory outlived the server"
