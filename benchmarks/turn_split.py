@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from unittest import mock
 
 from kentino_expert import expert as expert_module
+from kentino_expert.answer.whatif import Turn
 from kentino_expert.engine.compiled import CompiledEngine
 from kentino_expert.expert import Expert
 from kentino_expert.service import decide
@@ -89,21 +90,21 @@ def _probe_counts(expert, runs: int, offset: int) -> dict:
     probes'), the probes' own, and how many probes sized how many candidates (a histogram), over `runs` more new
     first turns."""
     oracle, sized, probes = expert.kinds, [0], []
-    plan_uncached, build_of = oracle._plan_uncached, oracle.build_of
+    plan_uncached, build_of = oracle._plan_uncached, Turn.build_of
 
     def counting_plan(*args, **kwargs):
         sized[0] += 1
         return plan_uncached(*args, **kwargs)
 
-    def counting_build(*args, **kwargs):
+    def counting_build(turn, *args, **kwargs):
         before = sized[0]
         try:
-            return build_of(*args, **kwargs)
+            return build_of(turn, *args, **kwargs)
         finally:
             probes[-1].append(sized[0] - before)
 
     with mock.patch.object(oracle, "_plan_uncached", counting_plan), \
-            mock.patch.object(oracle, "build_of", counting_build):
+            mock.patch.object(Turn, "build_of", counting_build):
         candidates = []
         for index in range(runs):
             probes.append([])

@@ -1,7 +1,6 @@
 """The facade: load a knowledge catalog and a rule set once, answer many workloads (what chat bots and the CLI call)."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -76,11 +75,11 @@ class Expert:
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
         # the probes' shared bases only when questions may be probed: a final answer sizes its candidates
         # directly (recording what each figure read costs a third more and serves no probe)
-        turn = self.kinds.around(workload) if missing_facts(workload, self.ruleset) else contextlib.nullcontext()
-        with evaluation_failures(facts, _log), turn:
-            answer, firings, final = answer_traced(workload, self.knowledge, self.ruleset, self.engine, self.kinds)
-            questions = rank_questions(self, workload, answer.recommendation.kind) if answer.status == "provisional" \
-                else []
+        turn = self.kinds.turn(workload, probing=bool(missing_facts(workload, self.ruleset)))
+        with evaluation_failures(facts, _log):
+            answer, firings, final = answer_traced(workload, self.knowledge, self.ruleset, self.engine, turn)
+            questions = rank_questions(self, workload, answer.recommendation.kind, turn) \
+                if answer.status == "provisional" else []
         if answer.status == "provisional" and not questions:
             answer = answer.model_copy(update={"status": "final"})
         return answer, firings, final, questions

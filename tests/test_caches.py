@@ -71,7 +71,7 @@ class TestWhatIfCache:
     @pytest.mark.parametrize("facts", FACTS)
     def test_cached_kind_matches_fresh(self, expert, facts):
         """build_of twice (in either key order) equals a fresh what-if and the full recommendation's build."""
-        fresh = expert.kinds._uncached(facts)
+        fresh = expert.kinds._build_uncached(facts, expert.kinds._alone)
         assert expert.build_of(facts) == expert.build_of(dict(reversed(list(facts.items())))) == fresh
         rec = expert.recommend(facts).recommendation
         assert fresh == (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)

@@ -212,4 +212,5 @@ class TestKindSubset:
             rec = EXPERT.recommend(facts).recommendation
         except KentinoError:
             return
-        assert EXPERT.kinds._uncached(facts) == (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)
+        built = EXPERT.kinds._build_uncached(facts, EXPERT.kinds._alone)
+        assert built == (rec.kind, rec.nodes, rec.gpu, rec.gpus_per_node, rec.precision)

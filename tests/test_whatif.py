@@ -68,19 +68,19 @@ def test_a_shared_probe_state_is_the_probe_facts_own_state(facts):
         return
     known, oracle, shared = workload.known(), EXPERT.kinds, 0
     builds = [{}, {"gpu": "l40", "gpus_per_node": 4}, {"gpu": "rtx-5090", "gpus_per_node": 8}]
-    with oracle.around(workload):
-        for fact in missing_facts(workload, RULESET):
-            for value, build in itertools.product(probe_values(EXPERT, fact), builds):
-                probe = _workload({**known, fact: value, **build})
-                found = oracle._shared_state(probe) if probe is not None else None
-                if found is not None:
-                    shared += 1
-                    state, whole = found
-                    own = derive_state(probe, KNOWLEDGE, POLICIES, PARAMS)
-                    assert state == own, (fact, value, build)
-                    if whole:  # a base's own state is in the derivation's order (an answer reuses it)
-                        assert list(state) == list(own), (fact, value, build)
-    assert oracle._shared_state(workload) is None  # outside the block nothing is shared
+    bases = oracle.turn(workload).bases
+    for fact in missing_facts(workload, RULESET):
+        for value, build in itertools.product(probe_values(EXPERT, fact), builds):
+            probe = _workload({**known, fact: value, **build})
+            found = bases.state_of(probe.known()) if probe is not None else None
+            if found is not None:
+                shared += 1
+                state, whole = found
+                own = derive_state(probe, KNOWLEDGE, POLICIES, PARAMS)
+                assert state == own, (fact, value, build)
+                if whole:  # a base's own state is in the derivation's order (an answer reuses it)
+                    assert list(state) == list(own), (fact, value, build)
+    assert oracle.turn(workload, probing=False).bases is None  # a turn that probes nothing shares nothing
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,11 +96,10 @@ def test_an_answer_on_the_search_state_is_the_answer_sized_anew(facts):
     oracle = KindOracle(KNOWLEDGE, RULESET, 64)  # empty caches: the candidates are sized here
     sizing = mock.patch.object(derive_module, "compute_figures", wraps=derive_module.compute_figures)
     with sizing as sized_again:
-        alone = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle)
+        alone = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle.turn(workload, probing=False))
     assert sized_again.call_count == 0
     oracle = KindOracle(KNOWLEDGE, RULESET, 64)
-    with oracle.around(workload):
-        in_turn = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle)
+    in_turn = answer_for(workload, KNOWLEDGE, RULESET, EXPERT.engine, oracle.turn(workload))
     assert alone.model_dump_json() == anew.model_dump_json() == in_turn.model_dump_json()
 
 
@@ -108,23 +107,23 @@ def test_a_probe_recomputes_only_the_figures_that_read_its_fact():
     """The sizing never reads the tenancy: its probe reuses every figure; a context probe recomputes the
     memory figures; a probe of the node shape derives anew."""
     workload = validate_facts({"task": "inference", "model": "llama-3.1-70b"})
-    with EXPERT.kinds.around(workload) as bases:
-        base = bases.derivation
-        assert all("tenancy" not in step.reads for step in base.steps)
-        assert any("concurrency" in step.reads for step in base.steps)
-        tenancy, whole = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "tenancy": "multi"}))
-        assert tenancy == {**base.state, "tenancy": "multi"} and not whole
-        context, _ = EXPERT.kinds._shared_state(validate_facts({**workload.known(), "context_tokens": 32768}))
-        assert context["kv_cache_gb"] > base.state["kv_cache_gb"]
-        # the concurrency a rate implies is derived (Little's law), so a concurrency probe derives anew
-        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "concurrency": 900})) is None
-        # the node shape is a build: its own derivation, made once, is the base of that build's probes
-        shape = validate_facts({**workload.known(), "gpus_per_node": 4})
-        assert EXPERT.kinds._shared_state(shape) == (derive_state(shape, KNOWLEDGE, POLICIES, PARAMS), True)
-        probe = validate_facts({**workload.known(), "gpus_per_node": 4, "context_tokens": 32768})
-        assert EXPERT.kinds._shared_state(probe) == (derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), False)
-        assert EXPERT.kinds._shared_state(validate_facts({**workload.known(), "gpus_per_node": 4,
-                                                          "context_tokens": 32768, "latency": "offline"})) is None
+    bases = EXPERT.kinds.turn(workload).bases
+    base = bases.derivation
+    assert all("tenancy" not in step.reads for step in base.steps)
+    assert any("concurrency" in step.reads for step in base.steps)
+    tenancy, whole = bases.state_of(validate_facts({**workload.known(), "tenancy": "multi"}).known())
+    assert tenancy == {**base.state, "tenancy": "multi"} and not whole
+    context, _ = bases.state_of(validate_facts({**workload.known(), "context_tokens": 32768}).known())
+    assert context["kv_cache_gb"] > base.state["kv_cache_gb"]
+    # the concurrency a rate implies is derived (Little's law), so a concurrency probe derives anew
+    assert bases.state_of(validate_facts({**workload.known(), "concurrency": 900}).known()) is None
+    # the node shape is a build: its own derivation, made once, is the base of that build's probes
+    shape = validate_facts({**workload.known(), "gpus_per_node": 4})
+    assert bases.state_of(shape.known()) == (derive_state(shape, KNOWLEDGE, POLICIES, PARAMS), True)
+    probe = validate_facts({**workload.known(), "gpus_per_node": 4, "context_tokens": 32768})
+    assert bases.state_of(probe.known()) == (derive_state(probe, KNOWLEDGE, POLICIES, PARAMS), False)
+    assert bases.state_of(validate_facts({**workload.known(), "gpus_per_node": 4, "context_tokens": 32768,
+                                          "latency": "offline"}).known()) is None
 
 
 def test_the_recorder_sees_lookups_writes_and_walks():

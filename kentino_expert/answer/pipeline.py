@@ -154,7 +154,7 @@ def answer_traced(workload: Workload, knowledge: Knowledge, ruleset: RuleSet, ba
         assumed = [AssumptionOut(fact=fact, value=value, why=why) for fact, value, why in found.assumed]
         alternatives, search_state = found.alternatives, found.search_state
         chosen = validate_facts(found.facts)
-        sized = evaluator.start_state(found.facts)  # the chosen candidate is sized already
+        sized = found.start_state  # the chosen candidate is sized already when the search derived it whole
     else:
         chosen = workload
     derived = derive(chosen, knowledge, ruleset.fact_policies, ruleset.parameter_values, sized)

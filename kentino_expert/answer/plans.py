@@ -58,9 +58,9 @@ class PlanEvaluator(Protocol):
     def plan_of(self, facts: Mapping) -> Plan:
         """The plan the rules reach for `facts` (raises KentinoError on facts that do not validate)."""
 
-    def start_state(self, facts: Mapping) -> dict | None:
-        """The state a plan of exactly these facts started from, as `derive_state` makes it, when it is still
-        known (the traced answer then does not size the chosen candidate again), else None."""
+    def sized(self, facts: Mapping) -> tuple[Plan, dict | None]:
+        """(plan_of(facts), the state it started from as `derive_state` makes it, when the evaluator derived these
+        facts whole, else None): the search hands the chosen candidate's state to the traced answer."""
 
     def plan_with(self, facts: Mapping, extra: Mapping) -> Plan:
         """The plan the rules reach for these facts with `extra` names added to their state (what the build search
@@ -114,8 +114,8 @@ class EngineEvaluator:
     def plan_of(self, facts: Mapping) -> Plan:
         return self.plan_of_state(self.state_of(facts))
 
-    def start_state(self, facts: Mapping) -> None:
-        return None  # uncached: nothing is kept
+    def sized(self, facts: Mapping) -> tuple[Plan, None]:
+        return self.plan_of(facts), None  # the traced answer sizes the chosen candidate again
 
     def plan_with(self, facts: Mapping, extra: Mapping) -> Plan:
         return self.plan_of_state({**self.state_of(facts), **extra})

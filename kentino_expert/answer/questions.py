@@ -61,27 +61,29 @@ def probe_values(expert, fact: str) -> tuple:
     return ()
 
 
-def build_for(expert, facts) -> tuple | None:
-    """The recommendation's (kind, nodes, gpu, gpus_per_node, precision) for `facts`, or None when the facts do
-    not validate or the arithmetic fails on them."""
+def build_for(evaluator, facts) -> tuple | None:
+    """The recommendation's (kind, nodes, gpu, gpus_per_node, precision) for `facts` from `evaluator` (an Expert or
+    a request's Turn), or None when the facts do not validate or the arithmetic fails on them."""
     try:
-        return expert.build_of(facts)
+        return evaluator.build_of(facts)
     except (KentinoError, ArithmeticError, ValueError):
         # a probe value the caller never gave (e.g. deadline_days next to a huge corpus) must not
         # refuse the caller's own facts: that probe is skipped
         return None
 
 
-def kind_for(expert, facts) -> str | None:
+def kind_for(evaluator, facts) -> str | None:
     """The recommendation kind the rules reach for `facts` (None as build_for)."""
-    build = build_for(expert, facts)
+    build = build_for(evaluator, facts)
     return build[0] if build is not None else None
 
 
-def rank_questions(expert, workload, current_kind: str | None = None) -> list[Question]:
+def rank_questions(expert, workload, current_kind: str | None = None, turn=None) -> list[Question]:
     """Missing facts worth asking for - some value tried changes the build (kind, nodes, card, shape or precision)
     - ranked by how many other recommendation kinds their answer could lead to; ties keep the order of
-    rules/facts.yaml. A fact no value of which changes the build is not asked (and keeps no answer provisional)."""
+    rules/facts.yaml. A fact no value of which changes the build is not asked (and keeps no answer provisional).
+    The probes share the derivation of the turn's facts: `turn` is the request's (expert.kinds.turn), made here
+    when not given."""
     workload = workload if isinstance(workload, Workload) else validate_facts(workload)
     ruleset = expert.ruleset
     known = workload.known()
@@ -89,10 +91,11 @@ def rank_questions(expert, workload, current_kind: str | None = None) -> list[Qu
     if not missing:
         return []
     items = []
-    with expert.kinds.around(workload):  # the probes share the derivation of the turn's facts
-        current = build_for(expert, known)
-        reached_by = {fact: [(value, build_for(expert, {**known, fact: value})) for value in probe_values(expert, fact)]
-                      for fact in missing}
+    if turn is None or turn.bases is None:
+        turn = expert.kinds.turn(workload)
+    current = build_for(turn, known)
+    reached_by = {fact: [(value, build_for(turn, {**known, fact: value})) for value in probe_values(expert, fact)]
+                  for fact in missing}
     if current_kind is None:
         current_kind = current[0] if current else None
     for order, fact in enumerate(missing):

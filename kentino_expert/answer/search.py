@@ -59,6 +59,8 @@ class Judged:
     failing: object | None  # the first `works` condition that does not hold, or None: buildable
     extra: dict = field(default_factory=dict)  # values judged with besides the plan's (a removed deadline)
     quote: Quote | None = None  # what the plan costs (rules/prices.yaml; None without a price list)
+    # the state the rules started from when the candidate was derived whole (the traced answer's, if chosen)
+    start: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def works(self) -> bool:
@@ -74,6 +76,12 @@ class SearchResult:
     assumed: list = field(default_factory=list)  # (fact, value, why) the search chose for the buyer
     search_state: dict = field(default_factory=dict)  # named_* (state.SEARCH_TYPES) when the named build lost
     alternatives: list = field(default_factory=list)
+
+    @property
+    def start_state(self) -> dict | None:
+        """The chosen candidate's starting state when the search derived it whole (the traced answer takes it
+        instead of sizing the candidate again), else None."""
+        return self.chosen.start
 
 
 def candidates_of(known: dict, knowledge) -> list[Candidate]:
@@ -94,10 +102,11 @@ def candidates_of(known: dict, knowledge) -> list[Candidate]:
 
 
 def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None,
-          pricer: Pricer | None = None) -> Judged:
+          pricer: Pricer | None = None, start: dict | None = None) -> Judged:
     env = {**params, **plan.values, **(extra or {})}
     failing = next((item for item in policy.works if not truth_of(item.node, env)), None)
-    return Judged(candidate, plan, failing, dict(extra or {}), pricer.quote(plan) if pricer is not None else None)
+    return Judged(candidate, plan, failing, dict(extra or {}), pricer.quote(plan) if pricer is not None else None,
+                  start)
 
 
 def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool, task: str | None = None) -> tuple:
@@ -158,7 +167,7 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool,
             break
         candidate = pending.pop(0)
         try:
-            plan = evaluator.plan_of(candidate.facts(known))
+            plan, start = evaluator.sized(candidate.facts(known))
         except _FAILURES as exc:
             if candidate.named and candidate.precision is None:
                 raise
@@ -166,7 +175,7 @@ def _size(candidates, known, evaluator, policy, params, task, every: bool,
             continue
         if candidate.precision is not None and plan.precision != candidate.precision:
             continue  # the rules did not take the forced precision: the rules' own plan already stands
-        item = judge(candidate, plan, policy, params, pricer=pricer)
+        item = judge(candidate, plan, policy, params, pricer=pricer, start=start)
         judged.append(item)
         if item.works:
             rank = _rank(item, policy, True, task)

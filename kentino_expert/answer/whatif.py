@@ -1,9 +1,8 @@
 """What-if probes and the build search's candidates: plans and kinds for some facts from only the rules that
-decide them, on the compiled evaluator, sharing what does not change between the probes of one turn, cached."""
+decide them, on the compiled evaluator, sharing what does not change between the probes of one turn (a Turn,
+made once per request and passed down), cached."""
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
 from itertools import repeat
 
 from ..domain.catalog import Knowledge
@@ -29,9 +28,10 @@ class KindOracle:
     durable-rules decides every recorded answer), and bounded caches.
 
     A chat bot's first turn probes ~16 what-ifs, each one fact added to the turn's facts, and every answer
-    sizes several candidate builds. Inside `around`, a probe reuses the turn's derivation and recomputes only
-    the figures that read the fact it sets; a plan whose state equals an earlier one's on every name a plan
-    can see is not evaluated again. An Expert never changes once built, so the caches cannot go stale.
+    sizes several candidate builds. A request's `Turn` (made by `turn`) carries what its probes share: a probe
+    reuses the turn's derivation and recomputes only the figures that read the fact it sets. A plan whose state
+    equals an earlier one's on every name a plan can see is not evaluated again. An Expert never changes once
+    built, so the caches cannot go stale.
     """
 
     def __init__(self, knowledge: Knowledge, ruleset: RuleSet, cache_size: int):
@@ -46,22 +46,12 @@ class KindOracle:
         self._starts = LruCache(START_STATES)
         self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
         self._defaults_read = default_reads(self.ruleset.fact_policies)
-        self._base = threading.local()
+        self._alone = Turn(self, None)
 
-    @contextmanager
-    def around(self, workload: Workload):
-        """Probes of this thread, inside the block, may share the derivation of `workload`'s facts (and of
-        each build the search sizes for them, each made on first use); a block inside one for the same facts
-        shares its bases. Yields the turn's TurnBases."""
-        previous = getattr(self._base, "value", None)
-        if previous is not None and previous.known == workload.known():
-            yield previous
-            return
-        self._base.value = base = TurnBases(workload.known(), self._derive_recorded)
-        try:
-            yield base
-        finally:
-            self._base.value = previous
+    def turn(self, workload: Workload | None, probing: bool = True) -> Turn:
+        """A request's evaluator: with `probing`, its probes share the derivation of `workload`'s facts (and of
+        each build the search sizes for them, each made on first use); without, each plan is sized on its own."""
+        return Turn(self, TurnBases(workload.known(), self._derive_recorded) if probing else None)
 
     def _derive_recorded(self, facts):
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
@@ -70,18 +60,38 @@ class KindOracle:
                                self._defaults_read)
 
     def plan_of(self, mapping) -> Plan:
-        """The plan the rules reach for exactly these facts (no search)."""
+        """The plan the rules reach for exactly these facts (no search), sized on its own."""
+        return self._alone.plan_of(mapping)
+
+    def sized(self, mapping) -> tuple[Plan, dict | None]:
+        """(plan, start state) for these facts, sized on their own (Turn.sized)."""
+        return self._alone.sized(mapping)
+
+    def plan_with(self, mapping, extra) -> Plan:
+        """The plan for these facts with `extra` names in their state, sized on their own (Turn.plan_with)."""
+        return self._alone.plan_with(mapping, extra)
+
+    def kind_of(self, mapping) -> str | None:
+        """The kind of the recommendation for these facts (build_of), sized on their own."""
+        return self._alone.build_of(mapping)[0]
+
+    def build_of(self, mapping) -> tuple:
+        """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for these facts, sized on their own."""
+        return self._alone.build_of(mapping)
+
+    def kinds_of(self, workload: Workload, probes) -> list:
+        """For each (fact, value) of `probes`: the build (build_of) for `workload`'s facts with that fact set, or
+        the exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
+        return self.turn(workload).kinds_of(probes)
+
+    def _sized(self, mapping, bases: TurnBases | None) -> tuple[Plan, dict | None]:
         key = flat_facts_key(mapping)
-        return self._plans.get_or_compute(key, lambda: self._plan_uncached(mapping, key))
+        plan = self._plans.get_or_compute(key, lambda: self._plan_uncached(mapping, key, bases))
+        return plan, self._starts.peek(key)
 
-    def start_state(self, mapping) -> dict | None:
-        """The state the rules started from for exactly these facts, as `derive_state` makes it, when a plan
-        of them was evaluated lately (the answer's chosen candidate: its figures are not sized again)."""
-        return self._starts.peek(flat_facts_key(mapping))
-
-    def _plan_uncached(self, mapping, key: tuple | str | None) -> Plan:
+    def _plan_uncached(self, mapping, key: tuple | str | None, bases: TurnBases | None) -> Plan:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
-        state, whole = self._state_of(workload)
+        state, whole = self._state_of(workload, bases)
         if whole:  # a probe's state is not kept: its figures are in another order than a derivation's
             self._starts.get_or_compute(key, lambda: state)
         # Different facts often size to the same state as far as a plan can see (a probe equal to the
@@ -89,63 +99,77 @@ class KindOracle:
         seen = tuple(map(state.get, self._inputs, _ABSENTS))  # C-level: a key per candidate, ~40 names
         return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
 
-    def plan_with(self, mapping, extra) -> Plan:
-        """The plan for exactly these facts with `extra` names in their state (the search's closest build)."""
-        workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
-        state, _ = self._state_of(workload)
-        return self._plan_of_state({**state, **extra})
-
     def _plan_of_state(self, state: dict) -> Plan:
         outcome = self.engine.evaluate(state)  # the compiled rules' own effects: no callback per firing
         return plan_from(outcome.final, outcome.decider, self.ruleset, self.knowledge)
 
-    def kind_of(self, mapping) -> str | None:
-        """The kind of the recommendation for these facts: the build search's pick when the rule set has a
-        selection policy, else the rules' on the facts as given; raises KentinoError on facts that do not
-        validate."""
-        return self.build_of(mapping)[0]
-
-    def build_of(self, mapping) -> tuple:
-        """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for these facts (as kind_of)."""
-        return self._kinds.get_or_compute(flat_facts_key(mapping), lambda: self._uncached(mapping))
-
-    def kinds_of(self, workload: Workload, probes) -> list:
-        """For each (fact, value) of `probes`: the build (build_of) for `workload`'s facts with that fact set, or
-        the exception that evaluation raised (a probe that does not validate, arithmetic that fails)."""
-        known = workload.known()
-        out = []
-        with self.around(workload):
-            for fact, value in probes:
-                try:
-                    out.append(self.build_of({**known, fact: value}))
-                except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
-                    out.append(exc)
-        return out
-
-    def _uncached(self, mapping) -> tuple:
+    def _build_uncached(self, mapping, turn: Turn) -> tuple:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
-            plan = decided_plan(workload, self.knowledge, self.ruleset, self)
+            plan = decided_plan(workload, self.knowledge, self.ruleset, turn)
         else:
-            plan = self.plan_of(workload.known())
+            plan = turn.plan_of(workload.known())
         return plan.kind, plan.nodes, plan.gpu, plan.gpus_per_node, plan.precision
 
     def close(self) -> None:
         self.engine.close()
 
-    def _state_of(self, workload: Workload) -> tuple[dict, bool]:
-        """(the rules' starting state for `workload`, whether it is a whole derivation): from this thread's
-        probe base when its facts differ from the base's in one fact (only the figures that read it are
-        computed again), else derived anew."""
-        shared = self._shared_state(workload)
+    def _state_of(self, workload: Workload, bases: TurnBases | None) -> tuple[dict, bool]:
+        """(the rules' starting state for `workload`, whether it is a whole derivation): from the turn's probe
+        base when its facts differ from the base's in one fact (only the figures that read it are computed
+        again), else derived anew."""
+        shared = bases.state_of(workload.known()) if bases is not None else None
         if shared is not None:
             return shared
         ruleset = self.ruleset
         return derive_state(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values), True
 
-    def _shared_state(self, workload: Workload) -> tuple[dict, bool] | None:
-        base = getattr(self._base, "value", None)
-        return None if base is None else base.state_of(workload.known())
+
+class Turn:
+    """One request's plan evaluator (a PlanEvaluator): the oracle's caches, and the bases the request's probes
+    share (None for a final answer, which sizes no probe). Made once per request and handed down explicitly:
+    the build search, the traced answer and the question probes of one request use the same Turn."""
+
+    def __init__(self, oracle: KindOracle, bases: TurnBases | None):
+        self.oracle, self.bases = oracle, bases
+
+    def sized(self, mapping) -> tuple[Plan, dict | None]:
+        """(the plan for exactly these facts, the state the rules started from when these facts were derived
+        whole, else None): the search hands the chosen candidate's state to the traced answer with its plan."""
+        return self.oracle._sized(mapping, self.bases)
+
+    def plan_of(self, mapping) -> Plan:
+        """The plan the rules reach for exactly these facts (no search)."""
+        return self.oracle._sized(mapping, self.bases)[0]
+
+    def plan_with(self, mapping, extra) -> Plan:
+        """The plan for exactly these facts with `extra` names in their state (the search's closest build)."""
+        workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
+        state, _ = self.oracle._state_of(workload, self.bases)
+        return self.oracle._plan_of_state({**state, **extra})
+
+    def build_of(self, mapping) -> tuple:
+        """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for these facts: the build search's
+        pick when the rule set has a selection policy, else the rules' on the facts as given; raises KentinoError
+        on facts that do not validate."""
+        return self.oracle._kinds.get_or_compute(flat_facts_key(mapping),
+                                                 lambda: self.oracle._build_uncached(mapping, self))
+
+    def kind_of(self, mapping) -> str | None:
+        """The kind of the recommendation for these facts (build_of)."""
+        return self.build_of(mapping)[0]
+
+    def kinds_of(self, probes) -> list:
+        """For each (fact, value) of `probes`: the build for the turn's facts with that fact set, or the exception
+        that evaluation raised (a probe that does not validate, arithmetic that fails)."""
+        known = self.bases.known
+        out = []
+        for fact, value in probes:
+            try:
+                out.append(self.build_of({**known, fact: value}))
+            except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
+                out.append(exc)
+        return out
 
 
 BUILD_FACTS = ("gpu", "gpus_per_node", "precision")  # what the build search sets on a candidate's facts
