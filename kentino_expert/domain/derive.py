@@ -82,31 +82,52 @@ def resolve_catalog(facts: dict, knowledge: Knowledge):
     return model, gpu, link, assumed
 
 
-def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
-           sized: Mapping | None = None) -> Derived:
-    """Facts -> defaults (the fact `policies` of rules/facts.yaml) -> catalog -> figures (sized with the
-    `parameters` of rules/parameters.yaml, name -> value); raises InputError/CatalogError on bad ids.
-    `sized`: `derive_state` of the same facts, made earlier (the build search's state of the chosen
-    candidate), whose figures are taken instead of sizing them again."""
+@dataclass(frozen=True)
+class Prepared:
+    """The facts as the figures read them (defaults applied, catalog ids canonical, the concurrency a rate
+    implies) and the catalog entries: the one preparation every derivation (an answer's, a probe's state, a
+    recorded turn base) starts from."""
+
+    facts: dict
+    assumed: list  # Assumption: the defaults', then the catalog's and Little's law's
+    model: ModelSpec | None
+    gpu: object
+    link: object
+
+
+def prepare(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
+            lookup=None) -> Prepared:
+    """Defaults (the fact `policies` of rules/facts.yaml), the catalog and Little's law on `workload`'s facts;
+    `lookup(facts)` wraps the facts the catalog and Little's law read (incremental.Recorder notes each name)."""
     facts, assumed = apply_defaults(flatten_facts(workload.known()), policies)
-    model, gpu, link, catalog_assumed = resolve_catalog(facts, knowledge)
-    derived = littles_law(facts, model, gpu, knowledge, parameters)
+    seen = facts if lookup is None else lookup(facts)
+    model, gpu, link, catalog_assumed = resolve_catalog(seen, knowledge)
+    derived = littles_law(seen, model, gpu, knowledge, parameters)
     if derived is not None:
         catalog_assumed.append(derived)
+    return Prepared(facts if lookup is None else dict(dict.items(seen)), assumed + catalog_assumed, model, gpu, link)
+
+
+def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
+           sized: Mapping | None = None) -> Derived:
+    """Facts -> defaults -> catalog -> figures (sized with the `parameters` of rules/parameters.yaml, name ->
+    value); raises InputError/CatalogError on bad ids. `sized`: `derive_state` of the same facts, made earlier
+    (the build search's state of the chosen candidate), whose figures are taken instead of sizing them again."""
+    ready = prepare(workload, knowledge, policies, parameters)
+    facts = ready.facts
     figures = _figures_of(sized, facts)
     if figures is None:
-        figures = compute_figures(facts, model, gpu, link, knowledge, parameters)
+        figures = compute_figures(facts, ready.model, ready.gpu, ready.link, knowledge, parameters)
     notes = _sizing_assumptions(facts, knowledge)
-    return Derived(facts, figures, tuple(assumed + catalog_assumed + notes), model)
+    return Derived(facts, figures, tuple(ready.assumed + notes), ready.model)
 
 
 def derive_state(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> dict:
     """`derive(...).state()` without what only an answer shows (assumptions, units, descriptions): the state
     the rules start from, for what-if probes."""
-    facts, _ = apply_defaults(flatten_facts(workload.known()), policies)
-    model, gpu, link, _ = resolve_catalog(facts, knowledge)
-    littles_law(facts, model, gpu, knowledge, parameters)
-    facts.update(figure_values(facts, model, gpu, link, knowledge, parameters))
+    ready = prepare(workload, knowledge, policies, parameters)
+    facts = ready.facts
+    facts.update(figure_values(facts, ready.model, ready.gpu, ready.link, knowledge, parameters))
     return facts
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..lang import nodes
 from .catalog import Knowledge
-from .derive import apply_defaults, littles_law, resolve_catalog
+from .derive import prepare
 from .figures import _checked, figure_groups
 from .state import FACT_TYPES, flatten_facts
 from .workload import Workload
@@ -117,13 +117,15 @@ def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping,
                     defaults_read: frozenset | None = None) -> Derivation:
     """Derive `workload`'s facts (as derive.derive_state does), recording what each step read; `defaults_read`
     is default_reads(policies) when the caller keeps it."""
-    given = flatten_facts(workload.known())
-    facts, _ = apply_defaults(given, policies)
-    catalog = Recorder(facts)
-    model, gpu, link, _ = resolve_catalog(catalog, knowledge)
-    littles_law(catalog, model, gpu, knowledge, parameters)  # what it reads is fixed: a probe of it derives anew
-    facts = dict(dict.items(catalog))  # dict's own items: copying is not a read of the lookup
-    groups = figure_groups(facts, model, gpu, link, knowledge, parameters)
+    recorded = []
+
+    def lookup(facts):
+        recorded.append(Recorder(facts))
+        return recorded[0]
+
+    ready = prepare(workload, knowledge, policies, parameters, lookup)
+    catalog, facts = recorded[0], ready.facts  # what the catalog and Little's law read is fixed: derived anew
+    groups = figure_groups(facts, ready.model, ready.gpu, ready.link, knowledge, parameters)
     values, steps = {}, []
     for group in groups:
         steps.append(_run(group, values, facts))
@@ -132,7 +134,7 @@ def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping,
     if not catalog.everything:  # figure_groups reads the node shape itself
         read = default_reads(policies) if defaults_read is None else defaults_read
         fixed = frozenset(catalog.read) | read | {"gpus_per_node"}
-    return Derivation(given, facts, tuple(steps), tuple(groups), state, fixed)
+    return Derivation(flatten_facts(workload.known()), facts, tuple(steps), tuple(groups), state, fixed)
 
 
 def _run(group, values: dict, facts: dict) -> Step:
