@@ -184,3 +184,39 @@ def test_a_named_build_that_works_is_kept_and_the_saving_is_said(expert):
     warning = next(w for w in answer.warnings if w.code == "cheaper-build-works")
     assert cheapest.gpu in warning.message and f"{saving:,.0f}" in warning.message
     assert math.isclose(saving, round(saving), abs_tol=1)
+
+
+def _rules_ordered_by(tmp_path: Path, criterion: str, prices: bool = True) -> Path:
+    """A copy of the bundled rules whose selection ranks by `criterion` where it ranks by purchase price."""
+    rules = tmp_path / "rules"
+    for path in (ROOT / "rules").glob("*.yaml"):
+        if prices or path.name != "prices.yaml":
+            (rules / path.name).parent.mkdir(exist_ok=True)
+            (rules / path.name).write_text(path.read_text())
+    selection = rules / "selection.yaml"
+    selection.write_text(selection.read_text().replace(", cheapest,", f", {criterion},"))
+    return rules
+
+
+@pytest.mark.parametrize(("facts", "figure", "words"), [
+    ({"task": "inference", "model": "llama-3.1-70b", "concurrency": 48}, "price_per_million_tokens",
+     "per million output tokens"),
+    ({"task": "full-finetune", "model": "llama-3.1-8b", "training_tokens": "2B"}, "price_per_run", "per run"),
+])
+def test_cheapest_to_run_ranks_by_the_price_of_the_work(tmp_path, facts, figure, words):
+    """With `cheapest-to-run` in the order, no working alternative of the recommendation's kind does the work for
+    less than it (per million output tokens serving, per run training), and the trace says which price decided."""
+    answer = Expert(rules_dir=_rules_ordered_by(tmp_path, "cheapest-to-run")).recommend(facts)
+    mine = answer.figures[figure].value
+    same_kind = [alt for alt in answer.alternatives if alt.works and alt.kind == answer.recommendation.kind
+                 and figure in alt.figures]
+    assert same_kind and all(alt.figures[figure] >= mine for alt in same_kind), (mine, same_kind)
+    step = next(step for step in answer.trace if step.rule == "the-cheapest-build-that-works")
+    assert words in step.because
+
+
+def test_a_price_criterion_without_a_price_list_is_e035(tmp_path):
+    """`cheapest-to-run` in the order with no rules/prices.yaml is refused, naming the criterion."""
+    with pytest.raises(Exception) as refused:
+        Expert(rules_dir=_rules_ordered_by(tmp_path, "cheapest-to-run", prices=False))
+    assert "E035" in str(refused.value) and "'cheapest-to-run' needs a price list" in str(refused.value)

@@ -3,32 +3,60 @@ fabric only where nodes talk over one: a multi-node plan, or each unit of replic
 least any plan of a candidate can cost (the search's bound when it ranks by price)."""
 from __future__ import annotations
 
+import threading
+import weakref
+
 from ..domain.quote import Build, PriceList, Quote, quote_of
+from .cache import LruCache
 from .model import BomLineOut, PriceListId
 from .plans import UNIT_REPLICAS, Plan
 
 FABRIC_KINDS = ("multi-node-ib", UNIT_REPLICAS)  # kind classes whose nodes exchange activations over a fabric
 
 
-class Pricer:
-    """Quotes plans with one knowledge catalog and one price list (None: no price list, no quotes)."""
+QUOTES_KEPT = 4096  # builds' quotes kept per price list (a quote is ~1 KB): a chat turn prices ~100 builds
+PRICERS_KEPT = 16  # (knowledge, price list) pairs whose pricers are kept: a process holds one or two rule sets
 
-    def __init__(self, knowledge, prices: PriceList | None):
-        self.knowledge, self.prices = knowledge, prices
+
+class Pricer:
+    """Quotes plans with one knowledge catalog and one price list (None: no price list, no quotes). Both never
+    change once loaded, so a build's quote and a shape's floor are memoized: `Pricer(knowledge, prices)` hands
+    back the pricer already made for the same two objects."""
+
+    _made: dict = {}  # (id(knowledge), id(prices)) -> (weakref of each, the pricer)
+    _lock = threading.Lock()
+
+    def __new__(cls, knowledge, prices: PriceList | None):
+        key = (id(knowledge), id(prices))
+        with cls._lock:
+            entry = cls._made.get(key)
+            if entry is not None and entry[0]() is knowledge and (prices is None or entry[1]() is prices):
+                return entry[2]
+            pricer = super().__new__(cls)
+            pricer.knowledge, pricer.prices = knowledge, prices
+            pricer._floors, pricer._quotes = {}, LruCache(QUOTES_KEPT)
+            if len(cls._made) >= PRICERS_KEPT:  # an old pair (a reloaded rule set) makes room
+                cls._made.pop(next(iter(cls._made)))
+            cls._made[key] = (weakref.ref(knowledge), weakref.ref(prices) if prices is not None else None, pricer)
+            return pricer
 
     def quote(self, plan: Plan) -> Quote | None:
         """The plan's quote (None: no price list, a frontier plan, or a part the list or the parts lack)."""
         if self.prices is None or plan.kind in (None, "frontier") or not plan.gpu or not plan.gpus_per_node:
             return None
-        return quote_of(build_of(plan, self.knowledge), self.knowledge, self.prices)
+        build = build_of(plan, self.knowledge)
+        return self._quotes.get_or_compute(build, lambda: quote_of(build, self.knowledge, self.prices))
 
     def floor(self, gpu: str, gpus_per_node: int | None) -> float:
         """The least a plan of this card and shape can cost: one node, its cards and its chassis (0 when it
         cannot be priced: such a candidate is sized rather than skipped)."""
         if self.prices is None or not gpus_per_node:
             return 0.0
-        found = quote_of(Build(gpu, gpus_per_node, 1), self.knowledge, self.prices)
-        return found.price_total if found is not None else 0.0
+        found = self._floors.get((gpu, gpus_per_node))
+        if found is None:
+            quote = quote_of(Build(gpu, gpus_per_node, 1), self.knowledge, self.prices)
+            found = self._floors[(gpu, gpus_per_node)] = quote.price_total if quote is not None else 0.0
+        return found
 
 
 def build_of(plan: Plan, knowledge) -> Build:

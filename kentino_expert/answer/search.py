@@ -19,7 +19,7 @@ from ..lang.semantics import truth_of
 from ..lang.templates import render_layers
 from ..ruleset.compiler import RuleSet
 from ..ruleset.ranges import PER_NODE_COUNTS
-from ..ruleset.selection import SelectionPolicy, expand_shown
+from ..ruleset.selection import PRICE_CRITERIA, SelectionPolicy, expand_shown
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
 from .quotes import Pricer, bill_of
@@ -122,8 +122,20 @@ def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool, task: st
         "fewer-nodes": plan.nodes or 1,
         "card-preference": _index(policy.cards, candidate.gpu),
         "cheapest": judged.quote.price_total if judged.quote is not None else math.inf,
+        "cheapest-to-run": _work_price(judged.quote),
     }
     return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
+
+
+def _work_price(quote: Quote | None) -> float:
+    """What the work costs on a quote's build: per run when the plan has a time to result (training, batch), else
+    per million output tokens (serving); infinite when neither is known (ranked last)."""
+    if quote is None:
+        return math.inf
+    for value in (quote.price_per_run, quote.price_per_million_tokens):
+        if value is not None:
+            return value
+    return math.inf
 
 
 def _bound(candidate: Candidate, policy: SelectionPolicy, pricer: Pricer | None) -> tuple:
@@ -134,6 +146,7 @@ def _bound(candidate: Candidate, policy: SelectionPolicy, pricer: Pricer | None)
         "fewer-gpus": candidate.gpus_per_node or 1, "fewer-nodes": 1,
         "card-preference": _index(policy.cards, candidate.gpu),
         "cheapest": pricer.floor(candidate.gpu, candidate.gpus_per_node) if pricer is not None else 0.0,
+        "cheapest-to-run": 0.0,  # a price of the work needs the plan's speed: nothing is known before it is sized
     }
     return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
 
@@ -287,14 +300,25 @@ def _price_state(ranked: list[Judged], chosen: Judged, policy: SelectionPolicy, 
         return {**base, "cheaper_gpu": cheaper.candidate.gpu, "cheaper_gpus_per_node": plan.gpus_per_node or 0,
                 "cheaper_nodes": max(1, int(plan.nodes or 1)),
                 "cheaper_saving": round(chosen.quote.price_total - cheaper.quote.price_total)}
-    if not others or "cheapest" not in policy.order:
+    if not others or not set(PRICE_CRITERIA) & set(policy.order):
         return {}
     mine, theirs = _rank(chosen, policy, True, task), _rank(others[0], policy, True, task)
     first = next((index for index, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), None)
-    if first is None or first >= len(policy.order) or policy.order[first] != "cheapest":
+    if first is None or first >= len(policy.order) or policy.order[first] not in PRICE_CRITERIA:
         return {}
     return {**base, "price_decided": True, "runner_up_gpu": others[0].candidate.gpu,
-            "runner_up_price": round(others[0].quote.price_total)}
+            "runner_up_price": round(others[0].quote.price_total),
+            "chosen_price_text": _price_text(chosen.quote, policy.order[first]),
+            "runner_up_price_text": _price_text(others[0].quote, policy.order[first])}
+
+
+def _price_text(quote: Quote, criterion: str) -> str:
+    """The figure a price criterion compared, in words ("EUR 80,681", "EUR 0.43 per million output tokens")."""
+    if criterion == "cheapest":
+        return f"{quote.currency} {quote.price_total:,.0f}"
+    if quote.price_per_run is not None:
+        return f"{quote.currency} {quote.price_per_run:,.0f} per run"
+    return f"{quote.currency} {quote.price_per_million_tokens:,.2f} per million output tokens"
 
 
 def _nothing_works_state(ranked: list[Judged], params) -> dict:

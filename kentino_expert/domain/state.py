@@ -35,7 +35,7 @@ SEARCH_TYPES: dict[str, object] = {
     # works would save when the buyer's named build is kept
     "price_currency": TEXT, "price_decided": BOOL, "runner_up_gpu": TEXT, "runner_up_price": NUMBER,
     "chosen_price": NUMBER, "cheaper_gpu": TEXT, "cheaper_gpus_per_node": NUMBER, "cheaper_nodes": NUMBER,
-    "cheaper_saving": NUMBER,
+    "cheaper_saving": NUMBER, "chosen_price_text": TEXT, "runner_up_price_text": TEXT,
 }
 
 RECOMMENDATION_PREFIX = "recommended_"

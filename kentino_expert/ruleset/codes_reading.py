@@ -206,8 +206,8 @@ POLICY = (
          file="rules/facts.yaml", schema=True),
     Code("E035", "error", "a value of `selection.yaml` is not one the build search knows",
          "`rules/selection.yaml` is the build search's policy: `order` lists criteria out of named-build, "
-         "buildable, flow-precision, task-precision, lighter-kind, fewer-gpus, fewer-nodes, card-preference and "
-         "cheapest (which needs rules/prices.yaml); `kinds` the "
+         "buildable, flow-precision, task-precision, lighter-kind, fewer-gpus, fewer-nodes, card-preference, "
+         "cheapest and cheapest-to-run (these two need rules/prices.yaml); `kinds` the "
          "kinds (and dp-replicas-of-units); `cards` the cards of knowledge/gpus.yaml; `precisions` maps tasks "
          "to precisions; `works` is a list of {id, heuristics, when, figure, says}. A value outside these, one "
          "listed twice, an empty `order`, `kinds` or `cards` (an empty order would rank nothing, not even "

@@ -35,7 +35,7 @@ from .policies import read_fact_policies, read_parameters
 from .prices import PRICES_FILE, read_prices
 from .ranges import Ranges
 from .rulefile import SPECIAL_FILES, Condition, Rule, count_problem, read_rule_file, read_rules
-from .selection import SELECTION_FILE, SelectionPolicy, read_selection
+from .selection import PRICE_CRITERIA, SELECTION_FILE, SelectionPolicy, read_selection
 
 # Mixed into every digest. It once named the durable backend's version; kept as it was so that the
 # digests logged before stay comparable: a digest identifies the rules and the knowledge, whichever
@@ -278,9 +278,10 @@ def compile_ruleset(directory: str | Path, knowledge: Knowledge, sink: Diagnosti
                      for order, (_, rule) in enumerate(ranked, start=1))
     selection = read_selection(*selection_file, namespace, params, knowledge, sink) if selection_file else None
     prices = read_prices(*prices_file, knowledge, sink) if prices_file else None
-    if selection is not None and "cheapest" in selection.order and prices_file is None:
-        sink.error(location_of(selection_file[0].get("selection", {}), "order", selection_file[1]), "E035",
-                   f"selection.order: 'cheapest' needs a price list ({PRICES_FILE} beside {SELECTION_FILE})")
+    for criterion in PRICE_CRITERIA:
+        if selection is not None and criterion in selection.order and prices_file is None:
+            sink.error(location_of(selection_file[0].get("selection", {}), "order", selection_file[1]), "E035",
+                       f"selection.order: '{criterion}' needs a price list ({PRICES_FILE} beside {SELECTION_FILE})")
     analyse(compiled, parameters, knowledge, namespace, sink, selection)
     bounds.check_answer_text(compiled, policies, namespace, sink)
     if backend is not None:

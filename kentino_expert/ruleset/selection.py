@@ -34,9 +34,12 @@ CRITERIA = {
     "fewer-nodes": "fewer nodes first",
     "card-preference": "the card listed earlier in `cards` first",
     "cheapest": "the lower purchase price first (rules/prices.yaml)",
+    "cheapest-to-run": "the lower price of the work first: per run for training and batch work, per million output "
+                       "tokens for serving (the purchase amortized plus energy, rules/prices.yaml)",
     "task-precision": "a plan at a precision `precisions` lists for the task before one the rules fell back to "
                       "(LoRA kept as LoRA before QLoRA)",
 }
+PRICE_CRITERIA = ("cheapest", "cheapest-to-run")  # the criteria that need a price list
 SELECTION_KEYS = ("order", "kinds", "cards", "precisions", "works", "shown")
 WORKS_KEYS = ("id", "heuristics", "when", "figure", "says")
 PRECISION_PLACEHOLDER = "{precision}"
