@@ -6,8 +6,8 @@ from __future__ import annotations
 from itertools import repeat
 
 from ..domain.catalog import Knowledge
-from ..domain.derive import derive_state
-from ..domain.incremental import default_reads, derive_recorded, probe_state
+from ..domain.derive import derive_state, prepare
+from ..domain.incremental import derive_recorded, probe_state
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.workload import Workload, validate_facts
 from ..engine.compiled import CompiledEngine
@@ -45,19 +45,21 @@ class KindOracle:
         self._by_state = LruCache(cache_size)
         self._starts = LruCache(START_STATES)
         self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
-        self._defaults_read = default_reads(self.ruleset.fact_policies)
         self._alone = Turn(self, None)
 
     def turn(self, workload: Workload | None, probing: bool = True) -> Turn:
         """A request's evaluator: with `probing`, its probes share the derivation of `workload`'s facts (and of
         each build the search sizes for them, each made on first use); without, each plan is sized on its own."""
-        return Turn(self, TurnBases(workload.known(), self._derive_recorded) if probing else None)
+        return Turn(self, TurnBases(workload.known(), self._derive_recorded, self._prepare) if probing else None)
 
     def _derive_recorded(self, facts):
         workload = facts if isinstance(facts, Workload) else validate_facts(facts)
         ruleset = self.ruleset
-        return derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values,
-                               self._defaults_read)
+        return derive_recorded(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
+
+    def _prepare(self, workload: Workload):
+        ruleset = self.ruleset
+        return prepare(workload, self.knowledge, ruleset.fact_policies, ruleset.parameter_values)
 
     def plan_of(self, mapping) -> Plan:
         """The plan the rules reach for exactly these facts (no search), sized on its own."""
@@ -118,7 +120,7 @@ class KindOracle:
         """(the rules' starting state for `workload`, whether it is a whole derivation): from the turn's probe
         base when its facts differ from the base's in one fact (only the figures that read it are computed
         again), else derived anew."""
-        shared = bases.state_of(workload.known()) if bases is not None else None
+        shared = bases.state_of(workload) if bases is not None else None
         if shared is not None:
             return shared
         ruleset = self.ruleset
@@ -182,9 +184,9 @@ class TurnBases:
     on each build the search sizes, so that a probe's candidate (one fact set, and a card, a shape or a
     precision) recomputes only the figures that read the probe's fact."""
 
-    def __init__(self, known: dict, derive_recorded):
+    def __init__(self, known: dict, derive_recorded, prepare):
         self.known = known
-        self._derive = derive_recorded
+        self._derive, self._prepare = derive_recorded, prepare
         self._builds: dict = {}  # build -> (its facts, its derivation or None when it cannot be sized)
 
     @property
@@ -194,23 +196,20 @@ class TurnBases:
         entry = self._base_of(())
         return entry[1] if entry else None
 
-    def state_of(self, known: dict) -> tuple[dict, bool] | None:
-        """(the state of `known`, whether it is the base's own) from the base of its build when they differ
-        in at most one plain fact, else None (the caller derives anew)."""
+    def state_of(self, workload: Workload) -> tuple[dict, bool] | None:
+        """(the state of `workload`'s facts, whether it is the base's own) from the base of its build, the
+        figures that read no fact that differs taken from it; None when its figures are bound otherwise (the
+        caller derives anew)."""
+        known = workload.known()
         build = tuple((name, known[name]) for name in BUILD_FACTS
                       if name in known and known[name] != self.known.get(name))
         entry = self._base_of(build)
-        if entry is None:
+        if entry is None or entry[1] is None:
             return None
         base_known, derivation = entry
-        if derivation is None:
-            return None
-        changed = [name for name in known.keys() | base_known.keys() if known.get(name) != base_known.get(name)]
-        if not changed:
+        if known == base_known:
             return dict(derivation.state), True
-        if len(changed) != 1 or changed[0] not in known:
-            return None
-        probed = probe_state(derivation, changed[0], known[changed[0]])
+        probed = probe_state(derivation, self._prepare(workload))
         return None if probed is None else (probed, False)
 
     def _base_of(self, build: tuple) -> tuple | None:

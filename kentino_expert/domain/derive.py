@@ -95,17 +95,14 @@ class Prepared:
     link: object
 
 
-def prepare(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
-            lookup=None) -> Prepared:
-    """Defaults (the fact `policies` of rules/facts.yaml), the catalog and Little's law on `workload`'s facts;
-    `lookup(facts)` wraps the facts the catalog and Little's law read (incremental.Recorder notes each name)."""
+def prepare(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Prepared:
+    """Defaults (the fact `policies` of rules/facts.yaml), the catalog and Little's law on `workload`'s facts."""
     facts, assumed = apply_defaults(flatten_facts(workload.known()), policies)
-    seen = facts if lookup is None else lookup(facts)
-    model, gpu, link, catalog_assumed = resolve_catalog(seen, knowledge)
-    derived = littles_law(seen, model, gpu, knowledge, parameters)
+    model, gpu, link, catalog_assumed = resolve_catalog(facts, knowledge)
+    derived = littles_law(facts, model, gpu, knowledge, parameters)
     if derived is not None:
         catalog_assumed.append(derived)
-    return Prepared(facts if lookup is None else dict(dict.items(seen)), assumed + catalog_assumed, model, gpu, link)
+    return Prepared(facts, assumed + catalog_assumed, model, gpu, link)
 
 
 def derive(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,

@@ -1,22 +1,22 @@
 """Derivation for what-if probes: a turn's facts derived once, with what each step read and wrote, so that a
-probe (the same facts with one fact set) recomputes only the steps that read what it changed.
+probe (the same facts with some set otherwise) recomputes only the steps that read what it changed.
 
-Every step (the defaults, the catalog lookup, each group of figures: figures.figure_groups) reads the facts
-and the figures through mappings that record each name looked up. A step that read none of the names a probe
-changed gives what it gave for the turn's facts, so its figures are reused; a step that did is run again,
-and the figures it changes are changed names for the steps after it. A step that walked over every name
-(iteration, a copy) is always run again.
+A probe's facts are prepared anew (defaults, catalog, Little's law: derive.prepare, cheap next to the
+figures); the facts that differ from the base's are the changed names. Each group of figures
+(figures.figure_groups) reads the facts and the figures through mappings that record each name looked up. A
+group that read none of the changed names gives what it gave for the turn's facts, so its figures are reused;
+a group that did is run again, and the figures it changes are changed names for the groups after it. A group
+that walked over every name (iteration, a copy) is always run again.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..lang import nodes
 from .catalog import Knowledge
-from .derive import prepare
+from .derive import Prepared, prepare
 from .figures import _checked, figure_groups
-from .state import FACT_TYPES, flatten_facts
+from .state import FACT_TYPES
 from .workload import Workload
 
 
@@ -95,46 +95,23 @@ class Step:
 class Derivation:
     """The turn's facts derived, with what each step read: the base every probe of the turn starts from."""
 
-    given: dict  # the facts as the rules see them, before defaults
-    facts: dict  # after defaults and the catalog
+    facts: dict  # after defaults, the catalog and Little's law
     steps: tuple  # Step per figure group, in order
     groups: tuple  # the figure groups themselves (figures.figure_groups), bound to this model, card and link
     state: dict  # facts + checked figures: the state the rules start from
-    fixed: frozenset | None  # facts a probe may not change without deriving anew (defaults' and catalog's reads)
+    entries: tuple  # the catalog's (model, card, link) the groups are bound to
 
 
-def default_reads(policies: Mapping) -> frozenset:
-    """The facts the conditions of the facts' defaults read (a probe of one is derived anew)."""
-    names = set()
-    for policy in policies.values():
-        for default in policy.defaults:
-            if default.when is not None:
-                names.update(node.id for node in nodes.names_in(default.when.node))
-    return frozenset(names)
-
-
-def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping,
-                    defaults_read: frozenset | None = None) -> Derivation:
-    """Derive `workload`'s facts (as derive.derive_state does), recording what each step read; `defaults_read`
-    is default_reads(policies) when the caller keeps it."""
-    recorded = []
-
-    def lookup(facts):
-        recorded.append(Recorder(facts))
-        return recorded[0]
-
-    ready = prepare(workload, knowledge, policies, parameters, lookup)
-    catalog, facts = recorded[0], ready.facts  # what the catalog and Little's law read is fixed: derived anew
+def derive_recorded(workload: Workload, knowledge: Knowledge, policies: Mapping, parameters: Mapping) -> Derivation:
+    """Derive `workload`'s facts (as derive.derive_state does), recording what each figure group read."""
+    ready = prepare(workload, knowledge, policies, parameters)
+    facts = ready.facts
     groups = figure_groups(facts, ready.model, ready.gpu, ready.link, knowledge, parameters)
     values, steps = {}, []
     for group in groups:
         steps.append(_run(group, values, facts))
     state = {**facts, **{name: _checked(name, value) for name, value in values.items()}}
-    fixed = None
-    if not catalog.everything:  # figure_groups reads the node shape itself
-        read = default_reads(policies) if defaults_read is None else defaults_read
-        fixed = frozenset(catalog.read) | read | {"gpus_per_node"}
-    return Derivation(flatten_facts(workload.known()), facts, tuple(steps), tuple(groups), state, fixed)
+    return Derivation(facts, tuple(steps), tuple(groups), state, (ready.model, ready.gpu, ready.link))
 
 
 def _run(group, values: dict, facts: dict) -> Step:
@@ -145,14 +122,20 @@ def _run(group, values: dict, facts: dict) -> Step:
     return Step(None if everything else frozenset(seen_facts.read | seen_values.read), dict(seen_values.written))
 
 
-def probe_state(base: Derivation, fact: str, value) -> dict | None:
-    """The state of the base's facts with `fact` set to `value` (as validated), recomputing only the figure
-    groups that read a changed name; None when the probe changes what only a new derivation can redo (a fact
-    the defaults or the catalog read, the node shape) or is not one plain fact."""
-    if base.fixed is None or fact in base.fixed or isinstance(value, (dict, list)) or fact not in _PLAIN_FACTS:
+def probe_state(base: Derivation, ready: Prepared) -> dict | None:
+    """The state of a probe (the base's facts with some set otherwise) from its own preparation `ready` (defaults,
+    catalog, Little's law: cheap next to the figures), recomputing only the figure groups that read a fact that
+    changed or a figure a recomputed group changed; None when the probe needs groups bound otherwise (another
+    model, card, link or node shape) or changes a fact that is not one plain value."""
+    facts = ready.facts
+    if (ready.model, ready.gpu, ready.link) != base.entries or facts.get("gpus_per_node") != base.facts.get(
+            "gpus_per_node"):
         return None
-    facts = {**base.facts, fact: value}
-    changed, values = {fact}, Writes()
+    moved = [name for name in facts.keys() | base.facts.keys()
+             if facts.get(name, _ABSENT) != base.facts.get(name, _ABSENT)]
+    if any(name not in _PLAIN_FACTS or isinstance(facts.get(name), (dict, list)) for name in moved):
+        return None
+    changed, values = set(moved), Writes()
     for group, step in zip(base.groups, base.steps, strict=True):
         before = step.wrote
         if step.reads is not None and step.reads.isdisjoint(changed):
@@ -164,9 +147,10 @@ def probe_state(base: Derivation, fact: str, value) -> dict | None:
         if wrote.keys() != before.keys():  # a name the base wrote is not written now
             changed.update(before.keys() - wrote.keys())
     state = dict(base.state)  # the base's facts and checked figures, with only what the probe changed redone
-    state[fact] = value
-    for name in changed - {fact}:
-        if name in values:
+    for name in changed:
+        if name in facts:
+            state[name] = facts[name]
+        elif name in values:
             state[name] = _checked(name, values[name])
         else:
             state.pop(name, None)
