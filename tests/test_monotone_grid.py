@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grid_steps import batch_steps, key, training_steps
 from test_pergpu_grid import CARDS, EXPERT, MODELS, PARAMS, TRAINING
 from test_pergpu_grid import NODE_SIZES as SHAPES
 
@@ -47,9 +48,7 @@ def batch_chains() -> list[tuple[dict, str, tuple]]:
     chains = []
     for model, gpu, shape in itertools.product(MODELS, CARDS, SHAPES):
         base = {"task": "batch-inference", "model": model, "gpu": gpu, "gpus_per_node": shape}
-        chains += [
-            ({**base, "deadline_days": 2}, "corpus_tokens", (10**8, 10**9, 10**10, 10**11)),
-            ({**base, "corpus_tokens": 10**10}, "deadline_days", (60, 7, 2, 0.5)),
+        chains += batch_steps(base) + [
             ({**base, "corpus_tokens": 10**9, "deadline_days": 2}, "concurrency", (16, 64, 256, 1024)),
         ]
     return chains
@@ -59,19 +58,12 @@ def training_chains() -> list[tuple[dict, str, tuple]]:
     chains = []
     for task, model, gpu, shape in itertools.product(TRAINING, MODELS, CARDS, SHAPES):
         base = {"task": task, "model": model, "gpu": gpu, "gpus_per_node": shape}
-        chains += [
-            ({**base, "deadline_days": 30}, "training_tokens", (10**9, 10**11, 10**12, 15 * 10**12)),
-            ({**base, "training_tokens": 10**11}, "deadline_days", (365, 30, 7, 1)),
-        ]
+        chains += training_steps(base)
     return chains
 
 
 def chains() -> list[tuple[dict, str, tuple]]:
     return serving_chains() + batch_chains() + training_chains()
-
-
-def key(facts: dict) -> tuple:
-    return tuple(sorted(facts.items()))
 
 
 def named_plan(answer, facts: dict) -> tuple[int, int, str, bool, str]:

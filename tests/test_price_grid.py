@@ -15,6 +15,7 @@ import itertools
 
 import pytest
 
+from grid_steps import batch_steps, key, training_steps
 from kentino_expert.answer.quotes import Pricer
 from kentino_expert.answer.search import decided_plan
 from kentino_expert.domain.workload import validate_facts
@@ -45,10 +46,7 @@ def batch_chains() -> list[tuple[dict, str, tuple]]:
     chains = []
     for model, share in itertools.product(MODELS, (0.1, 0.5)):
         base = {"task": "batch-inference", "model": model, "generated_share": share}
-        chains += [
-            ({**base, "deadline_days": 2}, "corpus_tokens", (10**8, 10**9, 10**10, 10**11)),
-            ({**base, "corpus_tokens": 10**10}, "deadline_days", (60, 7, 2, 0.5)),
-        ]
+        chains += batch_steps(base)
     return chains
 
 
@@ -56,19 +54,12 @@ def training_chains() -> list[tuple[dict, str, tuple]]:
     chains = []
     for task, model, sequence in itertools.product(TRAINING, MODELS, (2048, 8192)):
         base = {"task": task, "model": model, "sequence_tokens": sequence}
-        chains += [
-            ({**base, "deadline_days": 30}, "training_tokens", (10**9, 10**11, 10**12, 15 * 10**12)),
-            ({**base, "training_tokens": 10**11}, "deadline_days", (365, 30, 7, 1)),
-        ]
+        chains += training_steps(base)
     return chains
 
 
 def chains() -> list[tuple[dict, str, tuple]]:
     return serving_chains() + batch_chains() + training_chains()
-
-
-def key(facts: dict) -> tuple:
-    return tuple(sorted(facts.items()))
 
 
 def fabric_to_replicas(was: str, now: str) -> bool:
