@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ import yaml
 
 from kentino_expert.answer.plans import Plan
 from kentino_expert.answer.quotes import Pricer, build_of
+from kentino_expert.domain.catalog import load_knowledge
 from kentino_expert.domain.quote import HOURS_PER_YEAR, Build, fabric_counts, quote_of
+from kentino_expert.errors import KentinoError
 from kentino_expert.expert import Expert
 from kentino_expert.ruleset.diagnostics import DiagnosticSink
 from kentino_expert.ruleset.prices import read_prices
@@ -220,3 +223,16 @@ def test_a_price_criterion_without_a_price_list_is_e035(tmp_path):
     with pytest.raises(Exception) as refused:
         Expert(rules_dir=_rules_ordered_by(tmp_path, "cheapest-to-run", prices=False))
     assert "E035" in str(refused.value) and "'cheapest-to-run' needs a price list" in str(refused.value)
+
+
+def test_a_chassis_form_factor_no_card_has_is_refused_at_its_line(tmp_path):
+    """A chassis whose form_factor is neither pcie nor sxm (a typo no card could match: no build would get a chassis)
+    is refused at load, at its line and column."""
+    knowledge = tmp_path / "knowledge"
+    shutil.copytree(ROOT / "knowledge", knowledge)
+    text = (knowledge / "parts.yaml").read_text()
+    line = text[:text.index("form_factor: pcie")].count("\n") + 1
+    (knowledge / "parts.yaml").write_text(text.replace("form_factor: pcie", "form_factor: pcei", 1))
+    with pytest.raises(KentinoError) as refused:
+        load_knowledge(knowledge)
+    assert f"parts.yaml:{line}:" in str(refused.value) and "form_factor" in str(refused.value)

@@ -3,6 +3,8 @@ the adapters, switches and cables of each inter-node fabric, with their power, r
 give them. Prices are policy and live in rules/prices.yaml (domain/quote.py reads both)."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
 
 from ..errors import KnowledgeError, Location, did_you_mean
@@ -18,7 +20,7 @@ class ChassisSpec(Spec):
     id: str
     name: str
     gpu_slots: PositiveInt  # double-width PCIe cards it takes
-    form_factor: str  # the cards' form factor it takes (gpus.yaml `form_factor`)
+    form_factor: Literal["pcie", "sxm"]  # the cards' form factor it takes (gpus.yaml `form_factor`)
     rack_units: PositiveInt
     base_power_w: PositiveFloat  # CPUs, memory, drives, fans and host NICs at load: the node's power but its cards'
     cpus: str
