@@ -42,6 +42,16 @@ SLOW_FILES = {
     "test_pergpu_grid.py": "a grid of per-GPU figures over every build",
     "test_openapi_fuzz.py": "schemathesis against the OpenAPI document",
     "test_install.py": "a wheel built and installed into a fresh venv",
+    "test_readme.py": "the documents' shell sessions replayed, servers included",
+    "test_pm_loop.py": "rules diff over grids of answers, each rule set built twice",
+    "test_honest_texts.py": "every text of a grid of answers checked against its figures",
+}
+SLOW_CLASSES = {  # classes of otherwise fast files
+    "TestRulesDocsOutdir": "every rule page and guide generated, per case",
+    "TestRulesDocsGuides": "every rule page and guide generated, per case",
+    "TestReferenceTables": "every generated table of the guides rebuilt",
+    "TestGeneratedBlocks": "every generated block of the guides rebuilt",
+    "TestSoak": "a hundred thousand evaluations",
 }
 SLOW_TESTS = {  # single tests of otherwise fast files
     "test_html_renders_in_headless_chromium": "Chromium renders the explanation",
@@ -50,11 +60,11 @@ SLOW_TESTS = {  # single tests of otherwise fast files
 
 
 def pytest_collection_modifyitems(items):
-    """Marks the tests of SLOW_FILES and SLOW_TESTS, and every test run on PostgreSQL, `slow`."""
+    """Marks the tests of SLOW_FILES, SLOW_CLASSES and SLOW_TESTS, and every test run on PostgreSQL, `slow`."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if (item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS
-                or "postgresql" in params.values()):
+                or getattr(item.cls, "__name__", None) in SLOW_CLASSES or "postgresql" in params.values()):
             item.add_marker(pytest.mark.slow)
 
 

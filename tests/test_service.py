@@ -516,16 +516,19 @@ def test_content_encoding_is_415(client, encoding):
 
 def test_a_probe_the_arithmetic_cannot_evaluate_is_skipped(log):
     """A what-if probe that raises OverflowError (extreme facts) drops that probe; the answer is still given."""
-    expert = Expert()
-    real_build_of = expert.build_of
+    from unittest import mock
 
-    def build_of(facts):
+    from kentino_expert.answer.whatif import Turn
+    expert = Expert()
+    real_build_of = Turn.build_of
+
+    def build_of(turn, facts):  # the probes ask the request's Turn
         if "deadline_days" in facts:  # as math.ceil(inf) did for a probe next to a huge corpus
             raise OverflowError("cannot convert float infinity to integer")
-        return real_build_of(facts)
+        return real_build_of(turn, facts)
 
-    expert.build_of = build_of
-    with local_client(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
+    with mock.patch.object(Turn, "build_of", build_of), \
+            local_client(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
         response = client.post("/v1/recommend", json={"task": "batch-inference", "corpus_tokens": 1e16})
     assert response.status_code == 200, response.text
     question = next(q for q in response.json()["questions"] if q["fact"] == "deadline_days")

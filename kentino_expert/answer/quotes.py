@@ -3,6 +3,7 @@ fabric only where nodes talk over one: a multi-node plan, or each unit of replic
 least any plan of a candidate can cost (the search's bound when it ranks by price)."""
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 
@@ -116,3 +117,23 @@ def recommended_plan(recommendation, figures: dict) -> Plan:
                 if "output_tokens_per_s" in figures else {},
                 tp=parallelism.tp, dp=parallelism.dp, interconnect=recommendation.interconnect,
                 replicas=recommendation.replicas)
+
+
+def work_price(quote: Quote | None) -> float:
+    """What the work costs on a quote's build: per run when the plan has a time to result (training, batch), else
+    per million output tokens (serving); infinite when neither is known (ranked last)."""
+    if quote is None:
+        return math.inf
+    for value in (quote.price_per_run, quote.price_per_million_tokens):
+        if value is not None:
+            return value
+    return math.inf
+
+
+def price_text(quote: Quote, criterion: str) -> str:
+    """The figure a price criterion compared, in words ("EUR 80,681", "EUR 0.43 per million output tokens")."""
+    if criterion == "cheapest":
+        return f"{quote.currency} {quote.price_total:,.0f}"
+    if quote.price_per_run is not None:
+        return f"{quote.currency} {quote.price_per_run:,.0f} per run"
+    return f"{quote.currency} {quote.price_per_million_tokens:,.2f} per million output tokens"

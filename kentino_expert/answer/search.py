@@ -22,7 +22,7 @@ from ..ruleset.ranges import PER_NODE_COUNTS
 from ..ruleset.selection import PRICE_CRITERIA, SelectionPolicy, expand_shown
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
-from .quotes import Pricer, bill_of
+from .quotes import Pricer, bill_of, price_text, work_price
 
 # what a candidate's evaluation may raise on facts it cannot size (a card the buyer did not name is skipped)
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError, RecursionError)
@@ -122,20 +122,9 @@ def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool, task: st
         "fewer-nodes": plan.nodes or 1,
         "card-preference": _index(policy.cards, candidate.gpu),
         "cheapest": judged.quote.price_total if judged.quote is not None else math.inf,
-        "cheapest-to-run": _work_price(judged.quote),
+        "cheapest-to-run": work_price(judged.quote),
     }
     return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
-
-
-def _work_price(quote: Quote | None) -> float:
-    """What the work costs on a quote's build: per run when the plan has a time to result (training, batch), else
-    per million output tokens (serving); infinite when neither is known (ranked last)."""
-    if quote is None:
-        return math.inf
-    for value in (quote.price_per_run, quote.price_per_million_tokens):
-        if value is not None:
-            return value
-    return math.inf
 
 
 def _bound(candidate: Candidate, policy: SelectionPolicy, pricer: Pricer | None) -> tuple:
@@ -308,17 +297,8 @@ def _price_state(ranked: list[Judged], chosen: Judged, policy: SelectionPolicy, 
         return {}
     return {**base, "price_decided": True, "runner_up_gpu": others[0].candidate.gpu,
             "runner_up_price": round(others[0].quote.price_total),
-            "chosen_price_text": _price_text(chosen.quote, policy.order[first]),
-            "runner_up_price_text": _price_text(others[0].quote, policy.order[first])}
-
-
-def _price_text(quote: Quote, criterion: str) -> str:
-    """The figure a price criterion compared, in words ("EUR 80,681", "EUR 0.43 per million output tokens")."""
-    if criterion == "cheapest":
-        return f"{quote.currency} {quote.price_total:,.0f}"
-    if quote.price_per_run is not None:
-        return f"{quote.currency} {quote.price_per_run:,.0f} per run"
-    return f"{quote.currency} {quote.price_per_million_tokens:,.2f} per million output tokens"
+            "chosen_price_text": price_text(chosen.quote, policy.order[first]),
+            "runner_up_price_text": price_text(others[0].quote, policy.order[first])}
 
 
 def _nothing_works_state(ranked: list[Judged], params) -> dict:
