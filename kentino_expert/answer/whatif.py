@@ -47,7 +47,7 @@ class KindOracle:
         self._inputs = tuple(sorted(plan_inputs(self.ruleset)))  # in one order: a state's key is a tuple
         self._alone = Turn(self, None)
 
-    def turn(self, workload: Workload | None, probing: bool = True) -> Turn:
+    def turn(self, workload: Workload, probing: bool = True) -> Turn:
         """A request's evaluator: with `probing`, its probes share the derivation of `workload`'s facts (and of
         each build the search sizes for them, each made on first use); without, each plan is sized on its own."""
         return Turn(self, TurnBases(workload.known(), self._derive_recorded, self._prepare) if probing else None)
@@ -117,9 +117,9 @@ class KindOracle:
         self.engine.close()
 
     def _state_of(self, workload: Workload, bases: TurnBases | None) -> tuple[dict, bool]:
-        """(the rules' starting state for `workload`, whether it is a whole derivation): from the turn's probe
-        base when its facts differ from the base's in one fact (only the figures that read it are computed
-        again), else derived anew."""
+        """(the rules' starting state for `workload`, whether it is a whole derivation): from the turn's base of
+        its build when its figures are bound to the same model, card, link and shape (only the figure groups that
+        read a fact that differs are computed again), else derived anew."""
         shared = bases.state_of(workload) if bases is not None else None
         if shared is not None:
             return shared
