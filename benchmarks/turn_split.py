@@ -15,6 +15,7 @@ from unittest import mock
 from kentino_expert import expert as expert_module
 from kentino_expert.answer.whatif import Turn
 from kentino_expert.engine.compiled import CompiledEngine
+from kentino_expert.engine.onepass import OnePassEngine
 from kentino_expert.expert import Expert
 from kentino_expert.service import decide
 
@@ -50,19 +51,21 @@ def turn_split(runs: int) -> dict:
 
 @contextmanager
 def _timed_rules(rules: list):
-    """The compiled evaluator's evaluations (a build's kind from its sized state), their CPU time added to
-    rules[0] and their count to rules[1]: what deciding one build costs even when sizing it costs nothing."""
-    evaluate = CompiledEngine.evaluate
+    """The probes' deciders' evaluations (a build's kind from its sized state: one pass when the rules are
+    stratified, else the compiled evaluator's agenda), their CPU time added to rules[0] and their count to
+    rules[1]: what deciding one build costs even when sizing it costs nothing."""
+    def timing(evaluate):
+        def timed(self, *args, **kwargs):
+            start = time.thread_time_ns()
+            try:
+                return evaluate(self, *args, **kwargs)
+            finally:
+                rules[0] += time.thread_time_ns() - start
+                rules[1] += 1
+        return timed
 
-    def timed(self, *args, **kwargs):
-        start = time.thread_time_ns()
-        try:
-            return evaluate(self, *args, **kwargs)
-        finally:
-            rules[0] += time.thread_time_ns() - start
-            rules[1] += 1
-
-    with mock.patch.object(CompiledEngine, "evaluate", timed):
+    with mock.patch.object(CompiledEngine, "evaluate", timing(CompiledEngine.evaluate)), \
+            mock.patch.object(OnePassEngine, "evaluate", timing(OnePassEngine.evaluate)):
         yield
 
 

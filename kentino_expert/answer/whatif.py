@@ -11,6 +11,7 @@ from ..domain.incremental import derive_recorded, probe_state
 from ..domain.state import RECOMMENDED_KIND
 from ..domain.workload import Workload, validate_facts
 from ..engine.compiled import CompiledEngine
+from ..engine.onepass import OnePassEngine
 from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, flat_facts_key
@@ -40,6 +41,9 @@ class KindOracle:
         # same parameters, defaults and policy
         self.ruleset = deciding_subset(ruleset, {RECOMMENDED_KIND, *policy_reads})
         self.engine = CompiledEngine(self.ruleset)
+        # one pass over the rules when the compiler proves it exact (stratified), else the agenda
+        self.one_pass = OnePassEngine.of(self.engine)
+        self._decide = self.one_pass or self.engine
         self._kinds = LruCache(cache_size)
         self._plans = LruCache(cache_size)
         self._by_state = LruCache(cache_size)
@@ -102,7 +106,7 @@ class KindOracle:
         return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
 
     def _plan_of_state(self, state: dict) -> Plan:
-        outcome = self.engine.evaluate(state)  # the compiled rules' own effects: no callback per firing
+        outcome = self._decide.evaluate(state)  # the compiled rules' own effects: no callback per firing
         return plan_from(outcome.final, outcome.decider, self.ruleset, self.knowledge)
 
     def _build_uncached(self, mapping, turn: Turn) -> tuple:

@@ -191,6 +191,7 @@ def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int
     removes sizes, so the count never drops as demand grows; a card with more memory has every size of a
     smaller card's range, each at no more units."""
     cluster = int(params["max_ib_cluster_nodes"])
+    demand = None  # the serving demand, worked out on first use (the same for every size and lane)
     for precision in SERVED:
         if f"replicas_needed_{precision}" not in values or f"serving_nodes_{precision}" not in values:
             continue
@@ -198,22 +199,24 @@ def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int
         needed = values.get(f"throughput_nodes_{precision}", values[f"replicas_needed_{precision}"])
         load, requests = loads[precision], facts["concurrency"]
         smallest = max(int(params["min_multi_nodes"]), pergpu.smallest_unit(load, gpus))
+        if demand is None and context is not None and "latency" in facts:
+            demand = serving_lane.demand_of(facts, context[3])
         sizes = range(smallest, max(smallest, cluster) + 1)
-        counts = {nodes: max(math.ceil(requests / _unit_holds(facts, precision, nodes, gpus, load, context)),
+        counts = {nodes: max(math.ceil(requests / _unit_holds(facts, precision, nodes, gpus, load, context, demand)),
                              math.ceil(needed / nodes)) for nodes in sizes}
         size = min(sizes, key=lambda nodes: (counts[nodes] * nodes, counts[nodes]))
         values[f"demand_unit_nodes_{precision}"] = size
         values[f"demand_units_{precision}"] = counts[size]
 
 
-def _unit_holds(facts, lane, nodes, gpus, load, context) -> int:
+def _unit_holds(facts, lane, nodes, gpus, load, context, demand) -> int:
     """Requests one TP x PP unit of `nodes` nodes holds: within the latency class's targets by the serving model
-    (`context`: model, gpu, link, knowledge, params), else (the document's quote, no latency class) its memory."""
+    (`context`: model, gpu, link, knowledge, params; `demand`: the facts' serving demand), else (the document's
+    quote, no latency class) its memory."""
     memory = pergpu.unit_capacity(load, gpus, nodes)
     if context is None or context[2] is None or document_quote(context[4]) or "latency" not in facts:
         return memory
     model, gpu, link, knowledge, _ = context
-    demand = serving_lane.demand_of(facts, knowledge)
     return serving_lane.unit_requests(model, gpu, gpus, nodes, lane_precision(lane, gpu, facts, model), memory,
                                       demand, knowledge, link)
 

@@ -151,7 +151,7 @@ def unit_requests(model: ModelSpec, gpu: GpuSpec, gpus: int, nodes: int, precisi
 def _largest_batch(unit: physics.Unit, cap: int, demand: Demand, engine: physics.EngineConstants) -> int:
     """The most requests (1 to `cap`) one group holds while every one meets the targets (more in flight, slower
     each: a bisection)."""
-    load = physics.Load(unit, demand.prompt, demand.output, engine)
+    load = physics.load_of(unit, demand.prompt, demand.output, engine)
     if demand.meets(load.at(cap)):
         return cap
     low, high = 1, cap  # meets at low, not at high

@@ -231,7 +231,32 @@ def steady_state(unit: Unit, batch: float, prompt: float, output: float, constan
     generated ones: each decode round also makes room for the prefills of the requests that replace those
     finishing (batch / output per round), so TPOT = round + batch x prefill work / output; requests/s = batch /
     (TTFT + output x TPOT) (Little's law); TTFT waits behind the other prefills (an M/D/1 queue)."""
-    return Load(unit, prompt, output, constants, context).at(batch)
+    return load_of(unit, prompt, output, constants, context).at(batch)
+
+
+def _unit_key(unit: Unit) -> tuple:
+    """A unit's identity for the memos: its catalog entries by identity (the catalog is immutable), its numbers."""
+    return (id(unit.model), id(unit.gpu), id(unit.link), id(unit.stage_link), unit.tp, unit.pp, unit.weights_bytes,
+            unit.expert_bytes, unit.compute_tflops, unit.kv_bytes)
+
+
+def load_of(unit: Unit, prompt: float, output: float, constants: EngineConstants,
+            context: float | None = None) -> Load:
+    """The Load of a unit under one request shape, memoized: a turn's probes ask the same unit and shape again at
+    other batches (its lanes, its plan's operating point, its units' speeds), and the Load is most of the cost."""
+    key = (_unit_key(unit), prompt, output, constants, context)
+    found = _LOADS.get(key)
+    if found is None:
+        # the entry keeps the unit, so the objects whose ids make the key live as long as it does
+        found = (unit, Load(unit, prompt, output, constants, context))
+        if len(_LOADS) >= _LOADS_MAX:
+            _LOADS.clear()
+        _LOADS[key] = found
+    return found[1]
+
+
+_LOADS: dict = {}
+_LOADS_MAX = 4096
 
 
 class Load:
@@ -283,12 +308,11 @@ def open_loop(unit: Unit, requests_per_s: float, prompt: float, output: float, c
     """The steady state at an arrival rate (None: the unit cannot keep up even at `max_batch` in flight): the
     batch that Little's law gives, found by bisection (more in flight, more throughput). Memoized: a turn asks
     the same rate of the same unit for its search, its plan and its alternatives, and a chat asks it again."""
-    key = (id(unit.model), id(unit.gpu), id(unit.link), id(unit.stage_link), unit.tp, unit.pp, unit.weights_bytes,
-           unit.expert_bytes, unit.compute_tflops, unit.kv_bytes, requests_per_s, prompt, output, constants, max_batch)
+    key = (_unit_key(unit), requests_per_s, prompt, output, constants, max_batch)
     found = _OPEN_LOOPS.get(key)
     if found is None:
         # the entry keeps the unit, so the objects whose ids make the key live as long as it does
-        found = (unit, Load(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
+        found = (unit, load_of(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
         if len(_OPEN_LOOPS) >= _OPEN_LOOPS_MAX:
             _OPEN_LOOPS.clear()
         _OPEN_LOOPS[key] = found
