@@ -15,11 +15,11 @@ from ..domain.quote import Quote
 from ..domain.state import flatten_facts
 from ..domain.workload import MAX_GPUS_PER_NODE, Workload
 from ..errors import KentinoError
-from ..lang.semantics import truth_of
 from ..lang.templates import render_layers
 from ..ruleset.compiler import RuleSet
 from ..ruleset.ranges import PER_NODE_COUNTS
 from ..ruleset.selection import PRICE_CRITERIA, SelectionPolicy, expand_shown
+from .conditions import truth_closure
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
 from .quotes import Pricer, bill_of, price_text, work_price
@@ -104,7 +104,7 @@ def candidates_of(known: dict, knowledge) -> list[Candidate]:
 def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None,
           pricer: Pricer | None = None, start: dict | None = None) -> Judged:
     env = {**params, **plan.values, **(extra or {})}
-    failing = next((item for item in policy.works if not truth_of(item.node, env)), None)
+    failing = next((item for item in policy.works if not truth_closure(item.node)(env)), None)
     return Judged(candidate, plan, failing, dict(extra or {}), pricer.quote(plan) if pricer is not None else None,
                   start)
 

@@ -77,8 +77,17 @@ class OnePassEngine:
         return None if stratification_problems(compiled.ruleset.rules) else cls(compiled)
 
     def evaluate(self, state: dict) -> Outcome:
-        """One state's Outcome (a batch of one)."""
-        return self.evaluate_many((state,))[0]
+        """One state's Outcome: the pass over the rules the index admits for it (evaluate_many's, for one)."""
+        live, fired, decider = dict(state), [], None
+        rules, holds, effects = self.compiled._rules, self.compiled._holds, self.compiled._effects
+        for position in self.compiled.candidates(live):
+            if holds[position](live):
+                adds = effects[position].of(live)
+                if decider is None and RECOMMENDED_KIND in adds:
+                    decider = rules[position]
+                live.update(adds)
+                fired.append(rules[position])
+        return Outcome(tuple(fired), live, decider)
 
     def evaluate_many(self, states) -> list[Outcome]:
         """One Outcome per state, in order: each rule's mask over the states still distinct by what the rules
