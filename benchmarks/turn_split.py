@@ -54,18 +54,19 @@ def _timed_rules(rules: list):
     """The probes' deciders' evaluations (a build's kind from its sized state: one pass when the rules are
     stratified, else the compiled evaluator's agenda), their CPU time added to rules[0] and their count to
     rules[1]: what deciding one build costs even when sizing it costs nothing."""
-    def timing(evaluate):
-        def timed(self, *args, **kwargs):
+    def timing(evaluate, many: bool = False):
+        def timed(self, states, *args, **kwargs):
             start = time.thread_time_ns()
             try:
-                return evaluate(self, *args, **kwargs)
+                return evaluate(self, states, *args, **kwargs)
             finally:
                 rules[0] += time.thread_time_ns() - start
-                rules[1] += 1
+                rules[1] += len(states) if many else 1
         return timed
 
     with mock.patch.object(CompiledEngine, "evaluate", timing(CompiledEngine.evaluate)), \
-            mock.patch.object(OnePassEngine, "evaluate", timing(OnePassEngine.evaluate)):
+            mock.patch.object(OnePassEngine, "evaluate", timing(OnePassEngine.evaluate)), \
+            mock.patch.object(OnePassEngine, "evaluate_many", timing(OnePassEngine.evaluate_many, many=True)):
         yield
 
 
@@ -93,21 +94,22 @@ def _probe_counts(expert, runs: int, offset: int) -> dict:
     probes'), the probes' own, and how many probes sized how many candidates (a histogram), over `runs` more new
     first turns."""
     oracle, sized, probes = expert.kinds, [0], []
-    plan_uncached, build_of = oracle._plan_uncached, Turn.build_of
+    sized_state, builds_of = oracle._sized_state, Turn.builds_of
 
-    def counting_plan(*args, **kwargs):
+    def counting_state(*args, **kwargs):
         sized[0] += 1
-        return plan_uncached(*args, **kwargs)
+        return sized_state(*args, **kwargs)
 
-    def counting_build(turn, *args, **kwargs):
-        before = sized[0]
-        try:
-            return build_of(turn, *args, **kwargs)
-        finally:
+    def counting_builds(turn, mappings):
+        out = []
+        for mapping in mappings:  # one probe at a time in this pass, so that each counts its own candidates
+            before = sized[0]
+            out += builds_of(turn, [mapping])
             probes[-1].append(sized[0] - before)
+        return out
 
-    with mock.patch.object(oracle, "_plan_uncached", counting_plan), \
-            mock.patch.object(Turn, "build_of", counting_build):
+    with mock.patch.object(oracle, "_sized_state", counting_state), \
+            mock.patch.object(Turn, "builds_of", counting_builds):
         candidates = []
         for index in range(runs):
             probes.append([])

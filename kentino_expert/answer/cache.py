@@ -75,6 +75,34 @@ class LruCache:
                 self._entries.popitem(last=False)
         return value
 
+    def lookup(self, key):
+        """The value cached under `key` (counted a hit, made most recent), or None (counted a miss; a None or
+        unhashable key is never cached): get_or_compute for a caller that computes many misses together."""
+        if self._size <= 0 or key is None:
+            return None
+        try:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return self._entries[key]
+        except TypeError:  # an unhashable value inside the key
+            return None
+        return None
+
+    def put(self, key, value) -> None:
+        """Cache `value` under `key` (counted a miss: it was computed), as get_or_compute does after computing."""
+        if self._size <= 0 or key is None:
+            return
+        try:
+            with self._lock:
+                self.misses += 1
+                self._entries[key] = value
+                while len(self._entries) > self._size:
+                    self._entries.popitem(last=False)
+        except TypeError:  # an unhashable value inside the key
+            return
+
     def peek(self, key):
         """The value cached under `key`, or None (no computing, no change of the order)."""
         try:

@@ -72,6 +72,16 @@ def build_for(evaluator, facts) -> tuple | None:
         return None
 
 
+def _probe_build(found):
+    """A probe's build from Turn.builds_of: None for facts that do not validate or arithmetic that fails (as
+    build_for), raising any other error."""
+    if isinstance(found, (KentinoError, ArithmeticError, ValueError)):
+        return None
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
 def kind_for(evaluator, facts) -> str | None:
     """The recommendation kind the rules reach for `facts` (None as build_for)."""
     build = build_for(evaluator, facts)
@@ -93,9 +103,13 @@ def rank_questions(expert, workload, current_kind: str | None = None, turn=None)
     items = []
     if turn is None or turn.bases is None:
         turn = expert.kinds.turn(workload)
-    current = build_for(turn, known)
-    reached_by = {fact: [(value, build_for(turn, {**known, fact: value})) for value in probe_values(expert, fact)]
-                  for fact in missing}
+    asked = [(fact, value) for fact in missing for value in probe_values(expert, fact)]
+    # the current build and every probe's, their searches sized together (one batch per round)
+    builds = [_probe_build(found) for found in turn.builds_of([known] + [{**known, f: v} for f, v in asked])]
+    current = builds[0]
+    reached_by = {fact: [] for fact in missing}
+    for (fact, value), build in zip(asked, builds[1:], strict=True):
+        reached_by[fact].append((value, build))
     if current_kind is None:
         current_kind = current[0] if current else None
     for order, fact in enumerate(missing):

@@ -7,64 +7,26 @@ candidate's facts once more with the whole rule set and its trace. A faster eval
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..domain.derive import apply_defaults
-from ..domain.quote import Quote
 from ..domain.state import flatten_facts
 from ..domain.workload import MAX_GPUS_PER_NODE, Workload
-from ..errors import KentinoError
 from ..lang.templates import render_layers
 from ..ruleset.compiler import RuleSet
 from ..ruleset.ranges import PER_NODE_COUNTS
 from ..ruleset.selection import PRICE_CRITERIA, SelectionPolicy, expand_shown
-from .conditions import truth_closure
+from .candidates import FAILURES, Candidate, Judged, candidates_of, judge, rank_of, run_sizings, sizing
 from .model import Alternative, DecidingFigure
 from .plans import Plan, PlanEvaluator, unit_of
-from .quotes import Pricer, bill_of, price_text, work_price
+from .quotes import Pricer, bill_of, price_text
 
-# what a candidate's evaluation may raise on facts it cannot size (a card the buyer did not name is skipped)
-_FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError, RecursionError)
+__all__ = ["Candidate", "Judged", "SearchResult", "candidates_of", "decided_plan", "decided_plans", "judge", "pick",
+           "search"]
+
 SEARCH_WHY = "chosen by the build search among the cards Kentino ships (rules/selection.yaml); see alternatives"
 PRICE_WHY = ("the cheapest build that works among the cards Kentino ships (rules/selection.yaml `cheapest`, "
              "rules/prices.yaml); see alternatives")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One build to size: a card, a node shape (None: the fact's default) and a precision (None: the rules')."""
-
-    gpu: str
-    gpus_per_node: int | None
-    precision: str | None
-    named: bool  # agrees with every part of the build the buyer named (and the buyer named one)
-    order: int
-
-    def facts(self, known: dict) -> dict:
-        out = {**known, "gpu": self.gpu}
-        if self.gpus_per_node is not None:
-            out["gpus_per_node"] = self.gpus_per_node
-        if self.precision is not None:
-            out["precision"] = self.precision
-        return out
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A candidate's plan and the policy's verdict on it."""
-
-    candidate: Candidate
-    plan: Plan
-    failing: object | None  # the first `works` condition that does not hold, or None: buildable
-    extra: dict = field(default_factory=dict)  # values judged with besides the plan's (a removed deadline)
-    quote: Quote | None = None  # what the plan costs (rules/prices.yaml; None without a price list)
-    # the state the rules started from when the candidate was derived whole (the traced answer's, if chosen)
-    start: dict | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def works(self) -> bool:
-        return self.failing is None
 
 
 @dataclass(frozen=True)
@@ -84,113 +46,6 @@ class SearchResult:
         return self.chosen.start
 
 
-def candidates_of(known: dict, knowledge) -> list[Candidate]:
-    """The shipped cards in their shapes, and the build the buyer named (a card Kentino does not ship too)."""
-    named_gpu = knowledge.gpu(known["gpu"]).id if "gpu" in known else None
-    named_shape = known.get("gpus_per_node")
-    cards = [gpu for gpu in knowledge.gpus.values() if gpu.kentino_ships or gpu.id == named_gpu]
-    out = []
-    for card in cards:
-        shapes = list(card.node_shapes)
-        if named_shape is not None:
-            shapes = [named_shape] + [shape for shape in shapes if shape != named_shape]
-        for shape in shapes or [None]:
-            named = (named_gpu is not None or named_shape is not None) and named_gpu in (None, card.id) \
-                and named_shape in (None, shape)
-            out.append(Candidate(card.id, shape, None, named, len(out)))
-    return out
-
-
-def judge(candidate: Candidate, plan: Plan, policy: SelectionPolicy, params, extra: dict | None = None,
-          pricer: Pricer | None = None, start: dict | None = None) -> Judged:
-    env = {**params, **plan.values, **(extra or {})}
-    failing = next((item for item in policy.works if not truth_closure(item.node)(env)), None)
-    return Judged(candidate, plan, failing, dict(extra or {}), pricer.quote(plan) if pricer is not None else None,
-                  start)
-
-
-def _rank(judged: Judged, policy: SelectionPolicy, any_buildable: bool, task: str | None = None) -> tuple:
-    plan, candidate = judged.plan, judged.candidate
-    allowed = policy.precisions.get(task, ())
-    values = {
-        "task-precision": 0 if not allowed or plan.precision in allowed else 1,
-        "named-build": 0 if candidate.named and (judged.works or not any_buildable) else 1,
-        "buildable": 0 if judged.works else 1,
-        "flow-precision": 0 if candidate.precision is None else 1,
-        "lighter-kind": _index(policy.kinds, plan.kind_class),
-        "fewer-gpus": plan.gpus,
-        "fewer-nodes": plan.nodes or 1,
-        "card-preference": _index(policy.cards, candidate.gpu),
-        "cheapest": judged.quote.price_total if judged.quote is not None else math.inf,
-        "cheapest-to-run": work_price(judged.quote),
-    }
-    return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
-
-
-def _bound(candidate: Candidate, policy: SelectionPolicy, pricer: Pricer | None) -> tuple:
-    """The best rank a candidate not yet sized could have once a buildable plan is known."""
-    values = {
-        "named-build": 0 if candidate.named else 1, "buildable": 0, "task-precision": 0,
-        "flow-precision": 0 if candidate.precision is None else 1, "lighter-kind": 0,
-        "fewer-gpus": candidate.gpus_per_node or 1, "fewer-nodes": 1,
-        "card-preference": _index(policy.cards, candidate.gpu),
-        "cheapest": pricer.floor(candidate.gpu, candidate.gpus_per_node) if pricer is not None else 0.0,
-        "cheapest-to-run": 0.0,  # a price of the work needs the plan's speed: nothing is known before it is sized
-    }
-    return tuple(values[criterion] for criterion in policy.order) + (candidate.order,)
-
-
-def _index(values: tuple, value) -> int:
-    return values.index(value) if value in values else len(values)
-
-
-def _size(candidates, known, evaluator, policy, params, task, every: bool,
-          pricer: Pricer | None = None) -> list[Judged]:
-    """The judged plans, sizing the most promising candidates first. With `every` false it stops once a
-    buildable plan outranks the best any candidate left could reach (what the pick needs; alternatives need
-    `every`). On a build whose own plan is not buildable the other precisions the task allows are tried
-    too (when the buyer named none), kept when they take effect; `flow-precision` ranks them after.
-
-    A candidate that fails to size is left out unless it is the buyer's own build or every one fails (then
-    the first error is the answer's)."""
-    pending, judged, first_error = list(candidates), [], None
-    best, best_rank = None, None
-    bounds: dict = {}  # a candidate's bound depends on it and the policy only: worked out once
-
-    def bound(candidate: Candidate) -> tuple:
-        found = bounds.get(candidate)
-        if found is None:
-            found = bounds[candidate] = _bound(candidate, policy, pricer)
-        return found
-
-    while pending:
-        pending.sort(key=bound)
-        if not every and best is not None and best_rank < bound(pending[0]):
-            break
-        candidate = pending.pop(0)
-        try:
-            plan, start = evaluator.sized(candidate.facts(known))
-        except _FAILURES as exc:
-            if candidate.named and candidate.precision is None:
-                raise
-            first_error = first_error or exc
-            continue
-        if candidate.precision is not None and plan.precision != candidate.precision:
-            continue  # the rules did not take the forced precision: the rules' own plan already stands
-        item = judge(candidate, plan, policy, params, pricer=pricer, start=start)
-        judged.append(item)
-        if item.works:
-            rank = _rank(item, policy, True, task)
-            if best is None or rank < best_rank:
-                best, best_rank = item, rank
-        if not item.works and candidate.precision is None and "precision" not in known:
-            pending += [Candidate(candidate.gpu, candidate.gpus_per_node, precision, candidate.named, candidate.order)
-                        for precision in policy.precisions.get(task, ()) if precision != plan.precision]
-    if not judged and first_error is not None:
-        raise first_error
-    return judged
-
-
 def pick(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> Judged:
     """The recommendation's candidate alone: only the candidates that could still outrank the best buildable plan
     found are sized (what-if probes need the kind, not the alternatives, the assumptions or the named build)."""
@@ -200,11 +55,29 @@ def pick(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluat
 def decided_plan(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> Plan:
     """The plan the answer recommends: the pick's, or, when no build works, the rules' own answer on the closest
     build's facts told so (the closest_* names the traced answer runs with)."""
-    judged = pick(workload, knowledge, ruleset, evaluator)
-    state = _nothing_works_state([judged], ruleset.parameter_values)
-    if not state:
-        return judged.plan
-    return evaluator.plan_with(judged.candidate.facts(workload.known()), state)
+    found = decided_plans([workload], knowledge, ruleset, evaluator)[0]
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
+def decided_plans(workloads: list, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> list:
+    """decided_plan of each workload (or the exception it raised), their searches sized together in rounds (a
+    turn's what-if probes: each round is one batch of candidates for the evaluator)."""
+    pricer = Pricer(knowledge, ruleset.prices)
+    searches = [sizing(candidates_of(w.known(), knowledge), w.known(), ruleset.selection, ruleset.parameter_values,
+                       w.task, False, pricer) for w in workloads]
+    out = []
+    for workload, judged in zip(workloads, run_sizings(searches, evaluator), strict=True):
+        try:
+            if isinstance(judged, BaseException):
+                raise judged
+            chosen = _sorted(judged, ruleset.selection, workload.task)[0]
+            state = _nothing_works_state([chosen], ruleset.parameter_values)
+            out.append(evaluator.plan_with(chosen.candidate.facts(workload.known()), state) if state else chosen.plan)
+        except Exception as exc:  # noqa: BLE001 - handed back per workload: decided_plan raises it
+            out.append(exc)
+    return out
 
 
 def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator) -> SearchResult:
@@ -224,12 +97,19 @@ def search(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvalu
 
 def _ranked(workload: Workload, knowledge, ruleset: RuleSet, evaluator: PlanEvaluator, every: bool,
             pricer: Pricer | None = None) -> list[Judged]:
-    """The sized candidates (every one, or as `_size` stops without `every`), best first by the policy."""
-    policy, known = ruleset.selection, workload.known()
-    judged = _size(candidates_of(known, knowledge), known, evaluator, policy, ruleset.parameter_values,
-                   workload.task, every, pricer or Pricer(knowledge, ruleset.prices))
+    """The sized candidates (every one, or as `sizing` stops without `every`), best first by the policy."""
+    known = workload.known()
+    search_ = sizing(candidates_of(known, knowledge), known, ruleset.selection, ruleset.parameter_values,
+                     workload.task, every, pricer or Pricer(knowledge, ruleset.prices))
+    judged = run_sizings([search_], evaluator)[0]
+    if isinstance(judged, BaseException):
+        raise judged
+    return _sorted(judged, ruleset.selection, workload.task)
+
+
+def _sorted(judged: list[Judged], policy: SelectionPolicy, task: str | None) -> list[Judged]:
     any_buildable = any(item.works for item in judged)
-    return sorted(judged, key=lambda item: _rank(item, policy, any_buildable, workload.task))
+    return sorted(judged, key=lambda item: rank_of(item, policy, any_buildable, task))
 
 
 def _assumed(chosen: Judged, known: dict, ruleset: RuleSet, priced: bool = False) -> list[tuple]:
@@ -291,7 +171,7 @@ def _price_state(ranked: list[Judged], chosen: Judged, policy: SelectionPolicy, 
                 "cheaper_saving": round(chosen.quote.price_total - cheaper.quote.price_total)}
     if not others or not set(PRICE_CRITERIA) & set(policy.order):
         return {}
-    mine, theirs = _rank(chosen, policy, True, task), _rank(others[0], policy, True, task)
+    mine, theirs = rank_of(chosen, policy, True, task), rank_of(others[0], policy, True, task)
     first = next((index for index, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), None)
     if first is None or first >= len(policy.order) or policy.order[first] not in PRICE_CRITERIA:
         return {}
@@ -346,7 +226,7 @@ def _without_deadline(chosen: Judged, known, evaluator, policy, params, pricer: 
     facts = {k: v for k, v in chosen.candidate.facts(known).items() if k != "deadline_days"}
     try:
         plan = evaluator.plan_of(facts)
-    except _FAILURES:
+    except FAILURES:
         return None
     if (plan.nodes or 1) >= (chosen.plan.nodes or 1) or plan.time_to_result_days is None:
         return None

@@ -16,7 +16,7 @@ from ..errors import KentinoError
 from ..ruleset.compiler import RuleSet, deciding_subset
 from .cache import LruCache, flat_facts_key
 from .plans import Plan, plan_from, plan_inputs
-from .search import decided_plan
+from .search import decided_plan, decided_plans
 
 _FAILURES = (KentinoError, ArithmeticError, ValueError, TypeError)
 _ABSENT = object()  # a name the state lacks, in a state's key (unlike any value, None included)
@@ -96,26 +96,120 @@ class KindOracle:
         return plan, self._starts.peek(key)
 
     def _plan_uncached(self, mapping, key: tuple | str | None, bases: TurnBases | None) -> Plan:
+        state, seen = self._sized_state(mapping, key, bases)
+        return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
+
+    def _sized_state(self, mapping, key, bases: TurnBases | None) -> tuple[dict, tuple]:
+        """(the state of these facts, its key as far as a plan can see): different facts often size to the same
+        state there (a probe equal to the default, a card the model fits on either way), whose plan is known."""
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
         state, whole = self._state_of(workload, bases)
         if whole:  # a probe's state is not kept: its figures are in another order than a derivation's
             self._starts.get_or_compute(key, lambda: state)
-        # Different facts often size to the same state as far as a plan can see (a probe equal to the
-        # default, a card the model fits on either way): the plan is then known.
-        seen = tuple(map(state.get, self._inputs, _ABSENTS))  # C-level: a key per candidate, ~40 names
-        return self._by_state.get_or_compute(seen, lambda: self._plan_of_state(state))
+        return state, tuple(map(state.get, self._inputs, _ABSENTS))  # C-level: a key per candidate, ~40 names
+
+    def _sized_many(self, mappings: list, bases: TurnBases | None) -> list:
+        """(plan, start state) or the exception raised, for each mapping: the facts not planned before sized one by
+        one (their states), then every distinct state decided in one pass over the rules (one_pass's masks)."""
+        out: list = [None] * len(mappings)
+        waiting: dict = {}  # slot (the facts' key) -> (key, the positions of mappings with those facts)
+        for index, mapping in enumerate(mappings):
+            key = flat_facts_key(mapping)
+            plan = self._plans.lookup(key)
+            if plan is not None:
+                out[index] = (plan, self._starts.peek(key))
+            else:
+                waiting.setdefault(_slot(key, index), (key, []))[1].append(index)
+        deciding: dict = {}  # slot (the state's key) -> (state, its key, the facts' slots)
+        for slot, (key, positions) in waiting.items():
+            try:
+                state, seen = self._sized_state(mappings[positions[0]], key, bases)
+            except Exception as exc:  # noqa: BLE001 - handed back per mapping: the search decides
+                self._planned(key, exc, positions, out)
+                continue
+            plan = self._by_state.lookup(seen)
+            if plan is not None:
+                self._planned(key, plan, positions, out)
+            else:
+                deciding.setdefault(_slot(seen, slot), (state, seen, []))[2].append(slot)
+        entries = list(deciding.values())
+        for (_, seen, slots), plan in zip(entries, self._plans_of_states([e[0] for e in entries]), strict=True):
+            if not isinstance(plan, BaseException):
+                self._by_state.put(seen, plan)
+            for slot in slots:
+                self._planned(waiting[slot][0], plan, waiting[slot][1], out)
+        return out
+
+    def _planned(self, key, plan, positions: list, out: list) -> None:
+        if not isinstance(plan, BaseException):
+            self._plans.put(key, plan)
+            plan = (plan, self._starts.peek(key))
+        for index in positions:
+            out[index] = plan
+
+    def _plans_of_states(self, states: list) -> list:
+        """The plan (or the exception raised) of each state, the states decided together."""
+        try:
+            outcomes = self._decide.evaluate_many(states)
+        except Exception:  # noqa: BLE001 - one state's failure must not fail the others: each on its own
+            return [self._plan_or_error(lambda s=state: self._plan_of_state(s)) for state in states]
+        return [self._plan_or_error(lambda o=outcome: plan_from(o.final, o.decider, self.ruleset, self.knowledge))
+                for outcome in outcomes]
+
+    @staticmethod
+    def _plan_or_error(make):
+        try:
+            return make()
+        except Exception as exc:  # noqa: BLE001 - handed back per state
+            return exc
 
     def _plan_of_state(self, state: dict) -> Plan:
         outcome = self._decide.evaluate(state)  # the compiled rules' own effects: no callback per firing
         return plan_from(outcome.final, outcome.decider, self.ruleset, self.knowledge)
 
     def _build_uncached(self, mapping, turn: Turn) -> tuple:
+        """One build, its search sized one candidate at a time, each decided on its own (the scalar path: the
+        batch's oracle in the tests)."""
         workload = mapping if isinstance(mapping, Workload) else validate_facts(mapping)
         if self.ruleset.selection is not None:
-            plan = decided_plan(workload, self.knowledge, self.ruleset, turn)
+            plan = decided_plan(workload, self.knowledge, self.ruleset, OneAtATime(turn))
         else:
             plan = turn.plan_of(workload.known())
         return plan.kind, plan.nodes, plan.gpu, plan.gpus_per_node, plan.precision
+
+    def _builds_many(self, mappings: list, turn: Turn) -> list:
+        """(kind, nodes, gpu, gpus_per_node, precision), or the exception raised, for each mapping of facts: the
+        searches of those not known before sized together in rounds (search.decided_plans)."""
+        out: list = [None] * len(mappings)
+        todo: dict = {}  # slot (the facts' key) -> (key, the positions of mappings with those facts)
+        for index, mapping in enumerate(mappings):
+            key = flat_facts_key(mapping)
+            build = self._kinds.lookup(key)
+            if build is not None:
+                out[index] = build
+            else:
+                todo.setdefault(_slot(key, index), (key, []))[1].append(index)
+        workloads, valid = [], []
+        for key, positions in todo.values():
+            try:
+                mapping = mappings[positions[0]]
+                workloads.append(mapping if isinstance(mapping, Workload) else validate_facts(mapping))
+                valid.append((key, positions))
+            except Exception as exc:  # noqa: BLE001 - handed back per mapping
+                for index in positions:
+                    out[index] = exc
+        if self.ruleset.selection is not None:
+            plans = decided_plans(workloads, self.knowledge, self.ruleset, turn)
+        else:
+            plans = [self._plan_or_error(lambda w=w: turn.plan_of(w.known())) for w in workloads]
+        for (key, positions), plan in zip(valid, plans, strict=True):
+            build = plan if isinstance(plan, BaseException) else (
+                plan.kind, plan.nodes, plan.gpu, plan.gpus_per_node, plan.precision)
+            if not isinstance(build, BaseException):
+                self._kinds.put(key, build)
+            for index in positions:
+                out[index] = build
+        return out
 
     def close(self) -> None:
         self.engine.close()
@@ -158,8 +252,19 @@ class Turn:
         """(kind, nodes, gpu, gpus_per_node, precision) of the recommendation for these facts: the build search's
         pick when the rule set has a selection policy, else the rules' on the facts as given; raises KentinoError
         on facts that do not validate."""
-        return self.oracle._kinds.get_or_compute(flat_facts_key(mapping),
-                                                 lambda: self.oracle._build_uncached(mapping, self))
+        found = self.builds_of([mapping])[0]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def builds_of(self, mappings: list) -> list:
+        """build_of for each mapping of facts, or the exception it raised: their build searches sized together in
+        rounds, each round's candidates one batch, decided in one pass (a turn's what-if probes)."""
+        return self.oracle._builds_many(mappings, self)
+
+    def sized_many(self, mappings: list) -> list:
+        """sized for each mapping of facts, or the exception it raised: one batch, its states decided together."""
+        return self.oracle._sized_many(mappings, self.bases)
 
     def kind_of(self, mapping) -> str | None:
         """The kind of the recommendation for these facts (build_of)."""
@@ -169,13 +274,32 @@ class Turn:
         """For each (fact, value) of `probes`: the build for the turn's facts with that fact set, or the exception
         that evaluation raised (a probe that does not validate, arithmetic that fails)."""
         known = self.bases.known
-        out = []
-        for fact, value in probes:
-            try:
-                out.append(self.build_of({**known, fact: value}))
-            except Exception as exc:  # noqa: BLE001 - handed back per probe: the caller decides
-                out.append(exc)
-        return out
+        return self.builds_of([{**known, fact: value} for fact, value in probes])
+
+
+class OneAtATime:
+    """A plan evaluator that sizes and decides one candidate at a time (no `sized_many`): the scalar path."""
+
+    def __init__(self, turn: Turn):
+        self.turn = turn
+        self.plan_of, self.plan_with = turn.plan_of, turn.plan_with
+
+    def sized(self, mapping) -> tuple[Plan, dict | None]:
+        workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
+        state, whole = self.turn.oracle._state_of(workload, self.turn.bases)
+        return self.turn.oracle._plan_of_state(state), state if whole else None
+
+
+def _slot(key, index: int):
+    """A dict key for facts or a state keyed `key`: the key itself, or one of its own when it has none (unhashable,
+    or a non-finite number: such facts are never cached, so never shared)."""
+    if key is None:
+        return ("unkeyed", index)
+    try:
+        hash(key)
+    except TypeError:
+        return ("unkeyed", index)
+    return key
 
 
 BUILD_FACTS = ("gpu", "gpus_per_node", "precision")  # what the build search sets on a candidate's facts
