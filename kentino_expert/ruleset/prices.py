@@ -40,8 +40,9 @@ def read_prices(data, display: str, text: str, knowledge, sink: DiagnosticSink,
     age = ((today or datetime.date.today()) - read_on).days
     if age > settings["max_age_days"]:
         sink.warning(location_of(body, "date", display), "W311",
-                     f"the price list is {age:,} days old (read on {read_on.isoformat()}); the policy's "
-                     f"max_age_days is {settings['max_age_days']:,}: check the prices and give today's date")
+                     # no count of days: the message (and the documented example of it) reads the same every day
+                     f"the price list was read on {read_on.isoformat()}, longer ago than the policy's "
+                     f"max_age_days of {settings['max_age_days']:,}: check the prices and give today's date")
     return PriceList(settings["currency"], read_on.isoformat(), settings["max_age_days"],
                      settings["amortization_years"], settings["energy_price_per_kwh"], MappingProxyType(lines),
                      display, hashlib.sha256(text.encode()).hexdigest())
