@@ -171,3 +171,12 @@ def test_a_what_if_probe_whose_arithmetic_fails_has_no_kind(error):
 
     with pytest.raises(AttributeError):
         kind_for(SimpleNamespace(build_of=buggy), {"task": "batch-inference"})
+
+
+@pytest.mark.parametrize("task", ["lora", "full-finetune"])
+def test_a_training_job_with_serving_facts_is_answered(task):
+    """A training job given a latency class and users (facts of serving, no context) is answered with its questions:
+    the serving figures that need a context are not worked out for it (a hoisted demand once read it: KeyError)."""
+    answer, _, _, questions = Expert().decide_parts(
+        {"task": task, "model": "gpt-oss-120b", "concurrency": 48, "latency": "interactive"})
+    assert answer.recommendation.kind and all(q.fact != "context_tokens" for q in questions)

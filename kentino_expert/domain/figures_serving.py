@@ -5,7 +5,6 @@ card with FP4 tensor cores; `four_bit_precision` names which."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from . import pergpu, serving_lane, sizing
 from . import serving_model as physics
@@ -111,7 +110,8 @@ def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, d
     class, prefill, the replicas the demand needs and each user's speed on them."""
     found = serving_lane.lane(model, gpu, gpus, lane_precision(precision, gpu, facts, model), load, demand, knowledge)
     engine = serving_lane.engine_of(knowledge)
-    prefill = physics.prefill_work_seconds(found.unit, demand.prompt, engine)
+    # prefill_work_seconds, as the unit's Load (memoized per unit and request shape) has it
+    prefill = physics.load_of(found.unit, demand.prompt, demand.output, engine).work
     values[f"node_prefill_tokens_per_s_{precision}"] = found.groups * demand.prompt / prefill
     values[f"requests_in_target_per_node_{precision}"] = found.node_requests
     values[f"tp_{precision}"] = found.tp
@@ -125,7 +125,7 @@ def _physics_lane(values, facts, model, gpu, gpus, precision, knowledge, load, d
         values[f"node_tokens_per_s_{precision}"] = found.node_tokens_per_s
     needed = max(serving_lane.replicas_needed(found, demand), _corpus_nodes(facts, values, precision))
     values[f"replicas_needed_{precision}"] = needed
-    rate_only = replace(demand, concurrency=None)
+    rate_only = demand.without_concurrency()
     values[f"throughput_nodes_{precision}"] = max(serving_lane.replicas_needed(found, rate_only),
                                                   _corpus_nodes(facts, values, precision))
     if "latency_demand_tokens_per_s" in values:
@@ -229,21 +229,23 @@ def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int, context=Non
     unit_nodes = values.get("scale_out_nodes")
     if not unit_nodes or "concurrency" not in facts:
         return
+    serving = bool(loads) and context is not None and not document_quote(context[4]) and "latency" in facts
+    # the same for every lane; only a workload with serving loads has a serving demand (a context) at all
+    demand = serving_lane.demand_of(facts, context[3]) if serving else None
     for precision, load in loads.items():
         units = values.get(f"demand_units_{precision}") or max(
             1, math.ceil(values.get(f"replicas_needed_{precision}", 1) / unit_nodes))
         requests = math.ceil(facts["concurrency"] / units)
-        if context is None or document_quote(context[4]) or "latency" not in facts:
+        if not serving:
             speed = load.decode_ceiling_tokens_per_s(gpus, 1, requests)
         else:
-            speed = _unit_speed(facts, precision, int(unit_nodes), gpus, requests, load, context)
+            speed = _unit_speed(facts, precision, int(unit_nodes), gpus, requests, load, context, demand)
         values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = speed
 
 
-def _unit_speed(facts, lane, nodes, gpus, requests, load, context) -> float:
+def _unit_speed(facts, lane, nodes, gpus, requests, load, context, demand) -> float:
     """One user's tokens/s on a TP = gpus x PP = nodes unit holding `requests` (the serving model)."""
     model, gpu, link, knowledge, _ = context
-    demand = serving_lane.demand_of(facts, knowledge)
     engine = serving_lane.engine_of(knowledge)
     unit = physics.make_unit(model, gpu, lane_precision(lane, gpu, facts, model), demand.kv_precision, gpus, nodes,
                              knowledge.sizing, engine, knowledge.link(gpu.intra_node_link), link)

@@ -31,6 +31,11 @@ class Demand:
     requests_per_s: float | None = None  # requests per second, when a rate is stated
     kv_precision: str = "bf16"
 
+    def without_concurrency(self) -> Demand:
+        """The same demand with no stated concurrency (what the request rate alone asks)."""
+        return Demand(self.prompt, self.output, self.context, self.tpot_target_s, self.ttft_target_s, None,
+                      self.requests_per_s, self.kv_precision)
+
     def meets(self, point: physics.Operating) -> bool:
         """Whether an operating point keeps the latency class's targets."""
         return ((self.tpot_target_s is None or point.tpot_s <= self.tpot_target_s * (1 + 1e-9))
@@ -98,7 +103,18 @@ def lane(model: ModelSpec, gpu: GpuSpec, gpus: int, precision: str, load: pergpu
 
 
 def engine_of(knowledge: Knowledge) -> physics.EngineConstants:
-    return physics.EngineConstants.of(knowledge.constant("serving_model"))
+    """The serving engine's constants of a catalog (knowledge/sizing.yaml `serving_model`), read once per catalog:
+    a probe asks for them a dozen times."""
+    found = _ENGINES.get(id(knowledge))
+    if found is None:
+        if len(_ENGINES) >= _KEPT_MAX:
+            _ENGINES.clear()
+        # the entry keeps the catalog, so the id that makes the key stays its own
+        found = _ENGINES[id(knowledge)] = (knowledge, physics.EngineConstants.of(knowledge.constant("serving_model")))
+    return found[1]
+
+
+_ENGINES: dict = {}  # id(knowledge) -> (knowledge, its EngineConstants)
 
 
 def _options(model, gpu, gpus, precision, load, demand, knowledge) -> tuple[Lane, ...]:

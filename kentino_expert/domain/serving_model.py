@@ -366,7 +366,23 @@ def compute_tflops(gpu: GpuSpec, precision: str, engine: EngineConstants) -> flo
 
 def make_unit(model: ModelSpec, gpu: GpuSpec, precision: str, kv_precision: str, tp: int, pp: int,
               constants: dict, engine: EngineConstants, link: LinkSpec, stage_link: LinkSpec | None = None) -> Unit:
-    """The unit of `tp` x `pp` GPUs of `gpu` serving `model` at `precision` with its KV cache at `kv_precision`."""
+    """The unit of `tp` x `pp` GPUs of `gpu` serving `model` at `precision` with its KV cache at `kv_precision`
+    (memoized: a probe asks its plan's units again; the catalog's entries are immutable, kept by the memo)."""
+    key = (id(model), id(gpu), precision, kv_precision, tp, pp, id(constants), engine, id(link), id(stage_link))
+    found = _UNITS.get(key)
+    if found is None:
+        if len(_UNITS) >= _LOADS_MAX:
+            _UNITS.clear()
+        found = _UNITS[key] = (model, gpu, constants, link, stage_link,
+                               _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link,
+                                         stage_link))
+    return found[-1]
+
+
+_UNITS: dict = {}  # make_unit's memo: key -> (the objects whose ids make the key, the unit)
+
+
+def _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link, stage_link) -> Unit:
     weights, experts = linear_bytes(model, precision, constants)
     return Unit(model=model, gpu=gpu, tp=tp, pp=pp, weights_bytes=weights, expert_bytes=experts,
                 compute_tflops=compute_tflops(gpu, precision, engine),
