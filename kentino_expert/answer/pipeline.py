@@ -24,6 +24,7 @@ from .model import (
     SpeedProvenance,
     TraceStep,
     WarningOut,
+    figure_out,
 )
 from .plans import EngineEvaluator, PlanEvaluator
 from .questions import missing_facts
@@ -189,7 +190,7 @@ def _quote(recommendation: Recommendation, figures: dict, knowledge: Knowledge, 
     quote = Pricer(knowledge, ruleset.prices).quote(recommended_plan(recommendation, values))
     if quote is not None:
         for name, (value, unit, description) in quote_figures(quote).items():
-            figures[name] = FigureOut(value=value, unit=unit, description=description)
+            figures[name] = figure_out(value, unit, description)
     return quote
 
 
@@ -214,8 +215,8 @@ def speed_provenance(plan: dict, derived, figures: dict, knowledge: Knowledge, p
 
 def _figures(figures: dict, final: dict, knowledge: Knowledge) -> dict[str, FigureOut]:
     """The figures the rules saw and the recommended plan's per-GPU figures, then its time to result."""
-    out = {name: FigureOut(value=f.value, unit=f.unit, description=f.description) for name, f in figures.items()}
+    out = {name: figure_out(f.value, f.unit, f.description) for name, f in figures.items()}
     for name, value in time_figures(final, knowledge).items():
         _, unit, description = TIME_FIGURE_SPECS[name]
-        out[name] = FigureOut(value=value, unit=unit, description=description)
+        out[name] = figure_out(value, unit, description)
     return out

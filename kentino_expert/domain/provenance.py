@@ -58,8 +58,7 @@ def serving_provenance(model: ModelSpec, gpu_id: str, precision: str, tp: int, b
     if model.estimated:
         return Provenance(names, "estimated", "the serving model on an architecture estimated from the model's size "
                           "(no config.json): its KV cache and active weights are assumptions")
-    rows = [item for item in _rows(knowledge) if _family(item.row.gpu) == _family(gpu_id)
-            and item.row.weights == precision and _moe(knowledge.model(item.row.model)) == _moe(model)]
+    rows = _rows_like(knowledge, _family(gpu_id), precision, _moe(model))
     if not rows:
         used = sum(1 for item in _rows(knowledge))
         return Provenance(names, "derived", f"the serving model's constants (fitted on {used} published rows); no "
@@ -100,6 +99,17 @@ def _rows(knowledge: Knowledge) -> list[Prediction]:
     if found is None:
         _KEPT.clear()
         found = _KEPT[key] = [item for item in predictions(knowledge) if not item.row.excluded]
+    return found
+
+
+def _rows_like(knowledge: Knowledge, family: str, precision: str, moe: bool) -> list[Prediction]:
+    """The rows in use of a card family at a precision for a dense or a mixture-of-experts model (kept per
+    knowledge beside the rows: an answer asks it once, a chat asks it every turn)."""
+    key = (tuple(knowledge.files.values()), family, precision, moe)
+    found = _KEPT.get(key)
+    if found is None:
+        found = _KEPT[key] = [item for item in _rows(knowledge) if _family(item.row.gpu) == family
+                              and item.row.weights == precision and _moe(knowledge.model(item.row.model)) == moe]
     return found
 
 
