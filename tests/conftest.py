@@ -56,6 +56,22 @@ SLOW_CLASSES = {  # classes of otherwise fast files
 SLOW_TESTS = {  # single tests of otherwise fast files
     "test_html_renders_in_headless_chromium": "Chromium renders the explanation",
     "test_the_compact_view_of_every_workload_of_a_grid_fits": "a grid of answers",
+    # the heaviest of the fast tier (7-25 s each on 2 cores): properties over hundreds of answers or rule files
+    "test_what_check_accepts_the_engine_runs": "every rule shape `rules check` accepts, run on every backend",
+    "test_a_batch_of_probes_reaches_the_kinds_durable_reaches": "probe batches against durable-rules",
+    "test_text_reports_name_them": "every command run on its own project",
+    "test_json_reports_carry_them": "every command run on its own project",
+    "test_facts_at_any_corner_of_the_contract_are_sized": "every corner of the facts' contract sized",
+    "test_bigger_model_never_needs_less": "pairs of answers over the model catalog",
+    "test_field_order_does_not_matter": "hundreds of answers, twice each",
+    "test_one_recommendation_with_a_trace": "hundreds of traced answers",
+    "test_generated_hostile_rules_are_refused_where_they_are_or_run": "hundreds of generated hostile rule files",
+    "test_the_heaviest_rule_set_check_passes_answers_within_the_bound": "the heaviest rule set the bounds admit",
+    "test_a_10000_rule_file_is_refused_in_that_file": "a 10,000-rule file read",
+    "test_the_slips_of_the_bundled_files_are_all_said_in_words": "every slip of every bundled file",
+    "test_conditions_under_one_node": "durable-rules' core driven until it hangs, in child processes",
+    "test_same_firings_trace_and_final_state": "1,500 workloads on three engines",
+    "test_same_kind_as_the_full_rule_set": "400 workloads on durable-rules",
 }
 
 

@@ -520,14 +520,15 @@ def test_a_probe_the_arithmetic_cannot_evaluate_is_skipped(log):
 
     from kentino_expert.answer.whatif import Turn
     expert = Expert()
-    real_build_of = Turn.build_of
+    real_builds_of = Turn.builds_of
 
-    def build_of(turn, facts):  # the probes ask the request's Turn
-        if "deadline_days" in facts:  # as math.ceil(inf) did for a probe next to a huge corpus
-            raise OverflowError("cannot convert float infinity to integer")
-        return real_build_of(turn, facts)
+    def builds_of(turn, mappings):  # the probes ask the request's Turn, which hands each probe's error back
+        found = real_builds_of(turn, mappings)
+        # as math.ceil(inf) did for a probe next to a huge corpus
+        return [OverflowError("cannot convert float infinity to integer") if "deadline_days" in facts else build
+                for facts, build in zip(mappings, found, strict=True)]
 
-    with mock.patch.object(Turn, "build_of", build_of), \
+    with mock.patch.object(Turn, "builds_of", builds_of), \
             local_client(create_app(expert_factory=lambda: expert, log=log), raise_server_exceptions=False) as client:
         response = client.post("/v1/recommend", json={"task": "batch-inference", "corpus_tokens": 1e16})
     assert response.status_code == 200, response.text
