@@ -84,6 +84,16 @@ def _training_facts():
 class TestTimeToResult:
     """Every training plan reports its time to result, and a deadline the rules size for is met."""
 
+    def test_a_plan_sized_in_units_of_the_deadline_is_timed_in_them(self, expert):
+        """Mixtral 8x7B full fine-tune on RTX PRO 6000 in 30 days: the deadline needs 9 nodes as 3 units of 3 (its
+        state needs 2 nodes); the plan's time is the 3-node units' (within 30 days), not 2-node units' (30.13)."""
+        answer = expert.recommend({"task": "full-finetune", "model": "mixtral-8x7b", "gpu": "rtx-pro-6000",
+                                   "training_tokens": "300B", "deadline_days": 30})
+        figures = {name: figure.value for name, figure in answer.figures.items()}
+        assert figures["nodes_for_deadline"] == answer.recommendation.nodes == 9
+        assert figures["deadline_unit_nodes"] == 3 and figures["training_nodes"] == 2
+        assert figures["deadline_reachable"] is True and figures["time_to_result_days"] <= 30
+
     @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
     @given(_training_facts())

@@ -169,10 +169,16 @@ def _rounded(value: float) -> float:
 
 def _training_days(state: dict, nodes: int, knowledge: Knowledge) -> float:
     """Days of a training plan: its unit is the PP span it recommends, else one node for a plan data-parallel
-    across all its GPUs (TP 1), else the nodes its state needs."""
+    across all its GPUs (TP 1), else the unit the deadline was sized in when the plan has the deadline's node
+    count (whole units of deadline_unit_nodes), else the nodes its state needs."""
     gpus = int(state["gpus_per_node"])
     pure_dp = _whole(state.get("recommended_tp")) == 1
     state_nodes = min(nodes, _whole(state.get("training_nodes")) or 1)
+    deadline_unit = _whole(state.get("deadline_unit_nodes"))
+    if deadline_unit and nodes == _whole(state.get("nodes_for_deadline")) and nodes % deadline_unit == 0:
+        # the deadline's count is whole units of this size (3 units of 3 nodes): timed as units of 2 nodes (4 units
+        # and a node left over) the plan missed the deadline it was sized for
+        state_nodes = deadline_unit
     unit = _whole(state.get("recommended_pp")) or (1 if pure_dp else state_nodes)
     link_id = state.get("recommended_interconnect")
     if link_id not in knowledge.links or knowledge.links[link_id].scope != "inter-node":
