@@ -45,6 +45,9 @@ def flat_facts_key(facts) -> tuple | str | None:
     return tuple(key)
 
 
+_MISSING = object()  # no entry (a cached value may be anything)
+
+
 class LruCache:
     """A thread-safe least-recently-used map from hashable keys to computed values (size 0: off)."""
 
@@ -60,13 +63,11 @@ class LruCache:
         if self._size <= 0 or key is None:
             return compute()
         try:
-            with self._lock:
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    self.hits += 1
-                    return self._entries[key]
+            found = self._hit(key)
         except TypeError:  # an unhashable value inside the key
             return compute()
+        if found is not _MISSING:
+            return found
         value = compute()
         with self._lock:
             self.misses += 1
@@ -81,14 +82,19 @@ class LruCache:
         if self._size <= 0 or key is None:
             return None
         try:
-            with self._lock:
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    self.hits += 1
-                    return self._entries[key]
+            found = self._hit(key)
         except TypeError:  # an unhashable value inside the key
             return None
-        return None
+        return None if found is _MISSING else found
+
+    def _hit(self, key):
+        """The value under `key` (counted a hit, made most recent), or _MISSING; TypeError for an unhashable key."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+        return _MISSING
 
     def put(self, key, value) -> None:
         """Cache `value` under `key` (counted a miss: it was computed), as get_or_compute does after computing."""

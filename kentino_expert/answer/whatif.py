@@ -111,15 +111,7 @@ class KindOracle:
     def _sized_many(self, mappings: list, bases: TurnBases | None) -> list:
         """(plan, start state) or the exception raised, for each mapping: the facts not planned before sized one by
         one (their states), then every distinct state decided in one pass over the rules (one_pass's masks)."""
-        out: list = [None] * len(mappings)
-        waiting: dict = {}  # slot (the facts' key) -> (key, the positions of mappings with those facts)
-        for index, mapping in enumerate(mappings):
-            key = flat_facts_key(mapping)
-            plan = self._plans.lookup(key)
-            if plan is not None:
-                out[index] = (plan, self._starts.peek(key))
-            else:
-                waiting.setdefault(_slot(key, index), (key, []))[1].append(index)
+        out, waiting = _cached(mappings, self._plans, lambda plan, key: (plan, self._starts.peek(key)))
         deciding: dict = {}  # slot (the state's key) -> (state, its key, the facts' slots)
         for slot, (key, positions) in waiting.items():
             try:
@@ -180,15 +172,7 @@ class KindOracle:
     def _builds_many(self, mappings: list, turn: Turn) -> list:
         """(kind, nodes, gpu, gpus_per_node, precision), or the exception raised, for each mapping of facts: the
         searches of those not known before sized together in rounds (search.decided_plans)."""
-        out: list = [None] * len(mappings)
-        todo: dict = {}  # slot (the facts' key) -> (key, the positions of mappings with those facts)
-        for index, mapping in enumerate(mappings):
-            key = flat_facts_key(mapping)
-            build = self._kinds.lookup(key)
-            if build is not None:
-                out[index] = build
-            else:
-                todo.setdefault(_slot(key, index), (key, []))[1].append(index)
+        out, todo = _cached(mappings, self._kinds, lambda build, key: build)
         workloads, valid = [], []
         for key, positions in todo.values():
             try:
@@ -288,6 +272,21 @@ class OneAtATime:
         workload = mapping if isinstance(mapping, Workload) else validate_facts(dict(mapping))
         state, whole = self.turn.oracle._state_of(workload, self.turn.bases)
         return self.turn.oracle._plan_of_state(state), state if whole else None
+
+
+def _cached(mappings: list, cache: LruCache, found) -> tuple[list, dict]:
+    """(out, to do): out[i] = found(value, key) for each mapping whose facts `cache` holds, else None; to do maps
+    a slot per distinct facts not held (their key, the positions of the mappings with those facts)."""
+    out: list = [None] * len(mappings)
+    todo: dict = {}
+    for index, mapping in enumerate(mappings):
+        key = flat_facts_key(mapping)
+        value = cache.lookup(key)
+        if value is not None:
+            out[index] = found(value, key)
+        else:
+            todo.setdefault(_slot(key, index), (key, []))[1].append(index)
+    return out, todo
 
 
 def _slot(key, index: int):

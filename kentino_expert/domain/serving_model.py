@@ -244,19 +244,23 @@ def load_of(unit: Unit, prompt: float, output: float, constants: EngineConstants
             context: float | None = None) -> Load:
     """The Load of a unit under one request shape, memoized: a turn's probes ask the same unit and shape again at
     other batches (its lanes, its plan's operating point, its units' speeds), and the Load is most of the cost."""
-    key = (_unit_key(unit), prompt, output, constants, context)
-    found = _LOADS.get(key)
+    return _kept(_LOADS, (_unit_key(unit), prompt, output, constants, context), unit,
+                 lambda: Load(unit, prompt, output, constants, context))
+
+
+def _kept(table: dict, key: tuple, unit: Unit, make):
+    """table[key], made by `make()` on first use (the table cleared when full). The entry keeps the unit, so the
+    objects whose ids make the key live as long as it does."""
+    found = table.get(key)
     if found is None:
-        # the entry keeps the unit, so the objects whose ids make the key live as long as it does
-        found = (unit, Load(unit, prompt, output, constants, context))
-        if len(_LOADS) >= _LOADS_MAX:
-            _LOADS.clear()
-        _LOADS[key] = found
+        if len(table) >= _KEPT_MAX:
+            table.clear()
+        found = table[key] = (unit, make())
     return found[1]
 
 
 _LOADS: dict = {}
-_LOADS_MAX = 4096
+_KEPT_MAX = 4096  # entries of each memo of this module
 
 
 class Load:
@@ -308,19 +312,11 @@ def open_loop(unit: Unit, requests_per_s: float, prompt: float, output: float, c
     """The steady state at an arrival rate (None: the unit cannot keep up even at `max_batch` in flight): the
     batch that Little's law gives, found by bisection (more in flight, more throughput). Memoized: a turn asks
     the same rate of the same unit for its search, its plan and its alternatives, and a chat asks it again."""
-    key = (_unit_key(unit), requests_per_s, prompt, output, constants, max_batch)
-    found = _OPEN_LOOPS.get(key)
-    if found is None:
-        # the entry keeps the unit, so the objects whose ids make the key live as long as it does
-        found = (unit, load_of(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
-        if len(_OPEN_LOOPS) >= _OPEN_LOOPS_MAX:
-            _OPEN_LOOPS.clear()
-        _OPEN_LOOPS[key] = found
-    return found[1]
+    return _kept(_OPEN_LOOPS, (_unit_key(unit), requests_per_s, prompt, output, constants, max_batch), unit,
+                 lambda: load_of(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
 
 
 _OPEN_LOOPS: dict = {}
-_OPEN_LOOPS_MAX = 4096
 
 
 def kv_capacity(unit: Unit, budget_gb: float, weights_gb: float, context: float) -> int:
@@ -371,7 +367,7 @@ def make_unit(model: ModelSpec, gpu: GpuSpec, precision: str, kv_precision: str,
     key = (id(model), id(gpu), precision, kv_precision, tp, pp, id(constants), engine, id(link), id(stage_link))
     found = _UNITS.get(key)
     if found is None:
-        if len(_UNITS) >= _LOADS_MAX:
+        if len(_UNITS) >= _KEPT_MAX:
             _UNITS.clear()
         found = _UNITS[key] = (model, gpu, constants, link, stage_link,
                                _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link,
