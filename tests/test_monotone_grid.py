@@ -228,13 +228,15 @@ SERVING_AXES = {"concurrency": st.integers(1, 4096), "context_tokens": st.intege
        latency=st.sampled_from(LATENCIES), axis=st.sampled_from(sorted(SERVING_AXES)), data=st.data())
 def test_more_serving_demand_never_buys_fewer_gpus(model, gpu, shape, latency, axis, data):
     """Any served workload: raising one demand fact (concurrency, context, tokens/s or QPS) never lowers the
-    GPUs of the named build."""
+    GPUs of the named build at the same precision (like with like, as test_more_demand_never_buys_fewer_gpus:
+    the named build's FP8 plan at 666 users of gpt-oss-120b on 8 x RTX 5090 works with 48 GPUs and is kept, the
+    rules' precision first; at 1,719 users FP8 does not work and FP4 replicas, another build, need 40)."""
     base = {"task": "inference", "model": model, "gpu": gpu, "gpus_per_node": shape, "latency": latency,
             "concurrency": data.draw(st.integers(1, 1024)), "context_tokens": data.draw(st.integers(1024, 65536))}
     low, high = sorted((data.draw(SERVING_AXES[axis]), data.draw(SERVING_AXES[axis])))
     less, more = {**base, axis: low}, {**base, axis: high}
     after, before = named_plan(EXPERT.recommend(more), more), named_plan(EXPERT.recommend(less), less)
-    assert not (after[3] and before[3]) or after[0] >= before[0]
+    assert not (after[3] and before[3]) or after[4] != before[4] or after[0] >= before[0]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
