@@ -61,12 +61,16 @@ def probe_values(expert, fact: str) -> tuple:
     return ()
 
 
+# what a probe may raise and is then skipped: facts that do not validate, arithmetic that fails on them
+_SKIPPED = (KentinoError, ArithmeticError, ValueError)
+
+
 def build_for(evaluator, facts) -> tuple | None:
     """The recommendation's (kind, nodes, gpu, gpus_per_node, precision) for `facts` from `evaluator` (an Expert or
     a request's Turn), or None when the facts do not validate or the arithmetic fails on them."""
     try:
         return evaluator.build_of(facts)
-    except (KentinoError, ArithmeticError, ValueError):
+    except _SKIPPED:
         # a probe value the caller never gave (e.g. deadline_days next to a huge corpus) must not
         # refuse the caller's own facts: that probe is skipped
         return None
@@ -75,7 +79,7 @@ def build_for(evaluator, facts) -> tuple | None:
 def _probe_build(found):
     """A probe's build from Turn.builds_of: None for facts that do not validate or arithmetic that fails (as
     build_for), raising any other error."""
-    if isinstance(found, (KentinoError, ArithmeticError, ValueError)):
+    if isinstance(found, _SKIPPED):
         return None
     if isinstance(found, BaseException):
         raise found

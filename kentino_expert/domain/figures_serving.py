@@ -199,8 +199,7 @@ def demand_units(values: dict, facts: dict, params: dict, loads: dict, gpus: int
         needed = values.get(f"throughput_nodes_{precision}", values[f"replicas_needed_{precision}"])
         load, requests = loads[precision], facts["concurrency"]
         smallest = max(int(params["min_multi_nodes"]), pergpu.smallest_unit(load, gpus))
-        if demand is None and context is not None and "latency" in facts:
-            demand = serving_lane.demand_of(facts, context[3])
+        demand = demand or _serving_demand(facts, context)
         sizes = range(smallest, max(smallest, cluster) + 1)
         counts = {nodes: max(math.ceil(requests / _unit_holds(facts, precision, nodes, gpus, load, context, demand)),
                              math.ceil(needed / nodes)) for nodes in sizes}
@@ -229,18 +228,25 @@ def unit_ceilings(values: dict, facts: dict, loads: dict, gpus: int, context=Non
     unit_nodes = values.get("scale_out_nodes")
     if not unit_nodes or "concurrency" not in facts:
         return
-    serving = bool(loads) and context is not None and not document_quote(context[4]) and "latency" in facts
     # the same for every lane; only a workload with serving loads has a serving demand (a context) at all
-    demand = serving_lane.demand_of(facts, context[3]) if serving else None
+    demand = _serving_demand(facts, context) if loads else None
     for precision, load in loads.items():
         units = values.get(f"demand_units_{precision}") or max(
             1, math.ceil(values.get(f"replicas_needed_{precision}", 1) / unit_nodes))
         requests = math.ceil(facts["concurrency"] / units)
-        if not serving:
+        if demand is None:
             speed = load.decode_ceiling_tokens_per_s(gpus, 1, requests)
         else:
             speed = _unit_speed(facts, precision, int(unit_nodes), gpus, requests, load, context, demand)
         values[f"unit_decode_ceiling_tokens_per_s_{precision}"] = speed
+
+
+def _serving_demand(facts, context) -> serving_lane.Demand | None:
+    """The facts' serving demand when the serving model sizes units (`context` given, not the document's quote, a
+    latency class), else None (units are sized by memory and the bandwidth bound)."""
+    if context is None or document_quote(context[4]) or "latency" not in facts:
+        return None
+    return serving_lane.demand_of(facts, context[3])
 
 
 def _unit_speed(facts, lane, nodes, gpus, requests, load, context, demand) -> float:

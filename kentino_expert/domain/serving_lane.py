@@ -105,16 +105,11 @@ def lane(model: ModelSpec, gpu: GpuSpec, gpus: int, precision: str, load: pergpu
 def engine_of(knowledge: Knowledge) -> physics.EngineConstants:
     """The serving engine's constants of a catalog (knowledge/sizing.yaml `serving_model`), read once per catalog:
     a probe asks for them a dozen times."""
-    found = _ENGINES.get(id(knowledge))
-    if found is None:
-        if len(_ENGINES) >= _KEPT_MAX:
-            _ENGINES.clear()
-        # the entry keeps the catalog, so the id that makes the key stays its own
-        found = _ENGINES[id(knowledge)] = (knowledge, physics.EngineConstants.of(knowledge.constant("serving_model")))
-    return found[1]
+    return physics.kept(_ENGINES, (id(knowledge),), knowledge,
+                        lambda: physics.EngineConstants.of(knowledge.constant("serving_model")))
 
 
-_ENGINES: dict = {}  # id(knowledge) -> (knowledge, its EngineConstants)
+_ENGINES: dict = {}  # engine_of's memo
 
 
 def _options(model, gpu, gpus, precision, load, demand, knowledge) -> tuple[Lane, ...]:

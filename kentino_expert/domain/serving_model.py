@@ -244,18 +244,19 @@ def load_of(unit: Unit, prompt: float, output: float, constants: EngineConstants
             context: float | None = None) -> Load:
     """The Load of a unit under one request shape, memoized: a turn's probes ask the same unit and shape again at
     other batches (its lanes, its plan's operating point, its units' speeds), and the Load is most of the cost."""
-    return _kept(_LOADS, (_unit_key(unit), prompt, output, constants, context), unit,
-                 lambda: Load(unit, prompt, output, constants, context))
+    return kept(_LOADS, (_unit_key(unit), prompt, output, constants, context), unit,
+                lambda: Load(unit, prompt, output, constants, context))
 
 
-def _kept(table: dict, key: tuple, unit: Unit, make):
-    """table[key], made by `make()` on first use (the table cleared when full). The entry keeps the unit, so the
-    objects whose ids make the key live as long as it does."""
+def kept(table: dict, key: tuple, keep, make):
+    """table[key], made by `make()` on first use (the table cleared when full): the memos keyed by the identity of
+    immutable catalog entries. The entry holds `keep` (the objects whose ids make the key), so they live as long
+    as it does and no id is reused while it stands."""
     found = table.get(key)
     if found is None:
         if len(table) >= _KEPT_MAX:
             table.clear()
-        found = table[key] = (unit, make())
+        found = table[key] = (keep, make())
     return found[1]
 
 
@@ -312,8 +313,8 @@ def open_loop(unit: Unit, requests_per_s: float, prompt: float, output: float, c
     """The steady state at an arrival rate (None: the unit cannot keep up even at `max_batch` in flight): the
     batch that Little's law gives, found by bisection (more in flight, more throughput). Memoized: a turn asks
     the same rate of the same unit for its search, its plan and its alternatives, and a chat asks it again."""
-    return _kept(_OPEN_LOOPS, (_unit_key(unit), requests_per_s, prompt, output, constants, max_batch), unit,
-                 lambda: load_of(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
+    return kept(_OPEN_LOOPS, (_unit_key(unit), requests_per_s, prompt, output, constants, max_batch), unit,
+                lambda: load_of(unit, prompt, output, constants).open_loop(requests_per_s, max_batch))
 
 
 _OPEN_LOOPS: dict = {}
@@ -365,17 +366,11 @@ def make_unit(model: ModelSpec, gpu: GpuSpec, precision: str, kv_precision: str,
     """The unit of `tp` x `pp` GPUs of `gpu` serving `model` at `precision` with its KV cache at `kv_precision`
     (memoized: a probe asks its plan's units again; the catalog's entries are immutable, kept by the memo)."""
     key = (id(model), id(gpu), precision, kv_precision, tp, pp, id(constants), engine, id(link), id(stage_link))
-    found = _UNITS.get(key)
-    if found is None:
-        if len(_UNITS) >= _KEPT_MAX:
-            _UNITS.clear()
-        found = _UNITS[key] = (model, gpu, constants, link, stage_link,
-                               _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link,
-                                         stage_link))
-    return found[-1]
+    return kept(_UNITS, key, (model, gpu, constants, link, stage_link),
+                lambda: _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link, stage_link))
 
 
-_UNITS: dict = {}  # make_unit's memo: key -> (the objects whose ids make the key, the unit)
+_UNITS: dict = {}  # make_unit's memo
 
 
 def _new_unit(model, gpu, precision, kv_precision, tp, pp, constants, engine, link, stage_link) -> Unit:
